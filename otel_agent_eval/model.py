@@ -1,0 +1,132 @@
+"""The public data model: what assembly produces and what evaluators return.
+
+Pydantic v2 models with a lossless JSON round trip (``model_dump_json`` /
+``model_validate_json``), so assembled traces and results can be stored,
+replayed and compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Label = Literal["pass", "fail", "skipped", "error"]
+LABELS: tuple[str, ...] = ("pass", "fail", "skipped", "error")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TokenUsage(_Model):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ToolCall(_Model):
+    """A tool call requested by an LLM turn and/or executed by a tool span."""
+
+    name: str
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+    call_id: str | None = None
+    span_id: str | None = None
+    start_time_unix_nano: int | None = None
+    end_time_unix_nano: int | None = None
+    requested: bool = True
+    """False when a tool span ran that no LLM turn asked for (flagged, kept)."""
+    executed: bool = True
+    """False when the LLM asked for the call but no tool span was seen."""
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+class AgentStep(_Model):
+    """One LLM turn: its text and the tool calls it requested."""
+
+    index: int
+    thought: str | None = None
+    """Text the model produced alongside tool calls (reasoning, plan)."""
+    output: str | None = None
+    """Text the model produced when it called no tool."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model: str | None = None
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    span_ids: list[str] = Field(default_factory=list)
+    error: str | None = None
+    issues: list[str] = Field(default_factory=list)
+    """Problems met while reading this step's spans (malformed JSON, ...)."""
+
+
+class AgentTrace(_Model):
+    """One agent invocation within a trace, split into steps."""
+
+    trace_id: str
+    agent_span_id: str | None = None
+    agent_name: str = "unknown"
+    conversation_id: str | None = None
+    input: str | None = None
+    final_output: str | None = None
+    steps: list[AgentStep] = Field(default_factory=list)
+    children: list[AgentTrace] = Field(default_factory=list)
+    parent_step_index: int | None = None
+    """For a nested agent: the parent's step that delegated to it."""
+    status: Literal["ok", "error"] = "ok"
+    error: str | None = None
+    start_time_unix_nano: int = 0
+    end_time_unix_nano: int = 0
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    content_captured: bool = True
+    """False when the spans carried no message content (capture turned off)."""
+    issues: list[str] = Field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float:
+        return max(0, self.end_time_unix_nano - self.start_time_unix_nano) / 1e9
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [call for step in self.steps for call in step.tool_calls]
+
+    @property
+    def has_tool_failure(self) -> bool:
+        return any(call.failed for call in self.tool_calls)
+
+
+class EvalResult(_Model):
+    """One evaluator's verdict on one agent trace."""
+
+    evaluator: str
+    evaluator_version: str = "1"
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    label: Label
+    explanation: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+    trace_id: str = ""
+    span_id: str | None = None
+    """The evaluated span (the agent span, or the local root)."""
+    agent_name: str = "unknown"
+    result_id: str = ""
+
+
+def result_id(
+    trace_id: str, span_id: str | None, evaluator: str, version: str, judge: str = ""
+) -> str:
+    """A stable id so that a replay or a re-delivery never double counts.
+
+    Derived from the evaluated trace and span, the evaluator name and version and,
+    for judge evaluators, the judge model and prompt version (``judge``).
+    """
+    key = "\x1f".join((trace_id, span_id or "", evaluator, version, judge))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]

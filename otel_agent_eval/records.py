@@ -1,0 +1,108 @@
+"""SpanRecord: the small immutable copy of a span that the pipeline needs.
+
+Built from an SDK ``ReadableSpan`` (in process), from OTLP data (server, offline
+files) or by hand in tests, so that assembly never depends on where a span came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUS_UNSET = "UNSET"
+STATUS_OK = "OK"
+STATUS_ERROR = "ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    time_unix_nano: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span, reduced to what assembly and sampling read.
+
+    ``attributes`` may also hold content joined from log records (see
+    ``LogRecord`` handling in the processor); ``events`` are span events.
+    """
+
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    name: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    status_code: str = STATUS_UNSET
+    status_message: str | None = None
+    kind: str = "INTERNAL"
+    scope_name: str = ""
+    parent_is_remote: bool = False
+
+    @property
+    def is_local_root(self) -> bool:
+        """True for the first span of this trace in this process (no parent, or a remote one)."""
+        return self.parent_span_id is None or self.parent_is_remote
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_time_unix_nano - self.start_time_unix_nano)
+
+    @property
+    def is_error(self) -> bool:
+        return self.status_code == STATUS_ERROR
+
+
+def trace_id_hex(trace_id: int) -> str:
+    return format(trace_id, "032x")
+
+
+def span_id_hex(span_id: int) -> str:
+    return format(span_id, "016x")
+
+
+def from_readable_span(span: Any, *, content: bool = True) -> SpanRecord:
+    """Copy an SDK ``ReadableSpan`` into a ``SpanRecord``.
+
+    With ``content=False`` only the structural fields are kept (ids, parent, name,
+    times, status): enough to keep ancestry through plain spans such as an HTTP
+    handler between an agent and its tools.
+    """
+    ctx = span.context
+    parent = span.parent
+    status = span.status
+    scope = span.instrumentation_scope
+    events: tuple[SpanEvent, ...] = ()
+    attributes: Mapping[str, Any] = {}
+    if content:
+        attributes = dict(span.attributes or {})
+        events = tuple(
+            SpanEvent(e.name, e.timestamp or 0, dict(e.attributes or {})) for e in span.events
+        )
+    return SpanRecord(
+        trace_id=ctx.trace_id,
+        span_id=ctx.span_id,
+        parent_span_id=parent.span_id if parent is not None else None,
+        parent_is_remote=bool(parent.is_remote) if parent is not None else False,
+        name=span.name,
+        start_time_unix_nano=span.start_time or 0,
+        end_time_unix_nano=span.end_time or span.start_time or 0,
+        attributes=attributes,
+        events=events,
+        status_code=status.status_code.name if status is not None else STATUS_UNSET,
+        status_message=status.description if status is not None else None,
+        kind=span.kind.name if span.kind is not None else "INTERNAL",
+        scope_name=scope.name if scope is not None else "",
+    )
+
+
+def as_record(span: Any) -> SpanRecord:
+    """Accept either a ``SpanRecord`` or an SDK ``ReadableSpan``."""
+    if isinstance(span, SpanRecord):
+        return span
+    return from_readable_span(span)

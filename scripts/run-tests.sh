@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up a virtualenv with the test extras and runs the whole test suite.
+# Usage: bash scripts/run-tests.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+exec .venv/bin/python -m pytest "$@"
