@@ -1,0 +1,337 @@
+"""The spans of a trace -> AgentTraces of per-turn AgentSteps. A pure function.
+
+Algorithm (see docs/architecture.md, "Assembly"):
+
+1. Read every span through the dialects into an ``Operation`` (agent, llm, tool,
+   step, workflow) or nothing.
+2. Scopes: every agent span opens a scope; a span belongs to its nearest agent
+   ancestor. GenAI spans with no agent ancestor form one implicit scope per local
+   root. A nested agent is its own AgentTrace, linked to the parent's step.
+3. Steps: one per LLM span of the scope, in start order. An LLM span nested in
+   another LLM span (two stacked instrumentations) is merged into the outer one.
+4. Each tool span goes to the LLM turn that requested it: by ancestry, then by
+   tool call id, then by (name, canonical arguments), then by time order. It
+   fills in the requested call; a tool span nobody requested is kept, flagged
+   ``requested=False``; a requested call with no tool span stays ``executed=False``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dialects import read_operation
+from .dialects.base import AGENT, LLM, TOOL, Message, Operation, canonical_json, span_error
+from .model import AgentStep, AgentTrace, TokenUsage, ToolCall
+from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
+
+CLOCK_SKEW_NS = 5_000_000
+"""Tolerance when ordering a tool span after the LLM span that requested it."""
+
+
+def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
+    """Group spans (SDK ``ReadableSpan``s or ``SpanRecord``s) into AgentTraces.
+
+    Spans of several traces may be mixed; results are ordered by trace, then start.
+    """
+    by_trace: dict[int, dict[int, SpanRecord]] = defaultdict(dict)
+    for span in spans:
+        record = as_record(span)
+        by_trace[record.trace_id].setdefault(record.span_id, record)  # duplicate ids: first wins
+    traces: list[AgentTrace] = []
+    for records in by_trace.values():
+        traces.extend(_TraceAssembly(records).run())
+    return traces
+
+
+@dataclass
+class _Scope:
+    key: int
+    """Span id of the agent span, or of the local root for an implicit scope."""
+    agent: Operation | None
+    root: SpanRecord
+    llms: list[Operation] = field(default_factory=list)
+    tools: list[Operation] = field(default_factory=list)
+    children: list[_Scope] = field(default_factory=list)
+    parent: _Scope | None = None
+
+
+class _TraceAssembly:
+    def __init__(self, records: dict[int, SpanRecord]) -> None:
+        self.records = records
+        self.ops: dict[int, Operation] = {}
+        for span_id, record in records.items():
+            op = read_operation(record)
+            if op is not None:
+                self.ops[span_id] = op
+        self._ancestors: dict[int, list[int]] = {}
+        self._drafts: dict[int, list[_StepDraft]] = {}
+
+    # -- tree helpers -----------------------------------------------------
+    def ancestors(self, span_id: int) -> list[int]:
+        """Known ancestors, nearest first; cycles and missing parents end the walk."""
+        cached = self._ancestors.get(span_id)
+        if cached is not None:
+            return cached
+        chain: list[int] = []
+        seen = {span_id}
+        current = self.records[span_id].parent_span_id
+        while current is not None and current in self.records and current not in seen:
+            chain.append(current)
+            seen.add(current)
+            current = self.records[current].parent_span_id
+        self._ancestors[span_id] = chain
+        return chain
+
+    def nearest(self, span_id: int, kind: str, stop: int | None = None) -> Operation | None:
+        for ancestor in self.ancestors(span_id):
+            if ancestor == stop:
+                return None
+            op = self.ops.get(ancestor)
+            if op is not None and op.kind == kind:
+                return op
+        return None
+
+    def top(self, span_id: int) -> SpanRecord:
+        chain = self.ancestors(span_id)
+        return self.records[chain[-1]] if chain else self.records[span_id]
+
+    # -- assembly ---------------------------------------------------------
+    def run(self) -> list[AgentTrace]:
+        if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
+            return []
+        scopes: dict[int, _Scope] = {}
+        for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
+            if op.kind == AGENT:
+                scopes[op.span_id] = _Scope(op.span_id, op, op.record)
+        for scope in scopes.values():
+            parent_agent = self.nearest(scope.key, AGENT)
+            if parent_agent is not None:
+                scope.parent = scopes[parent_agent.span_id]
+                scope.parent.children.append(scope)
+
+        for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
+            if op.kind not in (LLM, TOOL):
+                continue
+            if self.nearest(op.span_id, TOOL) is not None and op.kind == TOOL:
+                continue  # a tool inside a tool is part of the outer tool's work
+            scope = self._scope_of(op, scopes)
+            if op.kind == LLM:
+                outer = self.nearest(op.span_id, LLM, stop=scope.key)
+                if outer is not None:
+                    _merge_llm(outer, op)
+                    continue
+                scope.llms.append(op)
+            else:
+                scope.tools.append(op)
+
+        built: dict[int, AgentTrace] = {}
+        roots = [s for s in scopes.values() if s.parent is None]
+        for scope in sorted(scopes.values(), key=lambda s: s.root.start_time_unix_nano):
+            built[scope.key] = self._build(scope)
+        for scope in scopes.values():
+            if scope.parent is not None:
+                child = built[scope.key]
+                child.parent_step_index = self._delegating_step(scope, scope.parent)
+                built[scope.parent.key].children.append(child)
+        return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
+                if built[s.key].steps or built[s.key].children or s.agent is not None]
+
+    def _scope_of(self, op: Operation, scopes: dict[int, _Scope]) -> _Scope:
+        agent = self.nearest(op.span_id, AGENT)
+        if agent is not None:
+            return scopes[agent.span_id]
+        root = self.top(op.span_id)
+        scope = scopes.get(root.span_id)
+        if scope is None:
+            scope = scopes[root.span_id] = _Scope(root.span_id, self.ops.get(root.span_id), root)
+            if scope.agent is not None and scope.agent.kind != AGENT:
+                scope.agent = None
+        return scope
+
+    def _delegating_step(self, child: _Scope, parent: _Scope) -> int | None:
+        """The parent step that handed work to a nested agent: via its tool, else by time."""
+        tool = self.nearest(child.key, TOOL, stop=parent.key)
+        steps = self._drafts[parent.key]
+        if tool is not None:
+            for index, step in enumerate(steps):
+                if tool.span_id in step.tool_span_ids:
+                    return index
+        start = child.root.start_time_unix_nano
+        candidates = [i for i, step in enumerate(steps) if step.start <= start + CLOCK_SKEW_NS]
+        return candidates[-1] if candidates else None
+
+    def _build(self, scope: _Scope) -> AgentTrace:
+        drafts = [_StepDraft.from_llm(op) for op in sorted(scope.llms, key=lambda o: o.record.start_time_unix_nano)]
+        if not drafts and scope.tools:
+            drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
+            drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
+        for tool in sorted(scope.tools, key=lambda o: o.record.start_time_unix_nano):
+            self._owner(tool, drafts).attach(tool)
+        self._drafts[scope.key] = drafts
+        steps = [draft.to_step(i) for i, draft in enumerate(drafts)]
+
+        agent = scope.agent
+        members = [op.record for op in scope.llms + scope.tools]
+        root = scope.root
+        start = min([root.start_time_unix_nano] + [r.start_time_unix_nano for r in members])
+        end = max([root.end_time_unix_nano] + [r.end_time_unix_nano for r in members])
+        error = agent.error if agent else span_error(root)
+        issues = list(agent.issues) if agent else []
+        usage = sum((s.usage for s in steps), TokenUsage())
+        first_llm = drafts[0].llm if drafts and drafts[0].llm else None
+        conversation = (agent.conversation_id if agent else None) or next(
+            (op.conversation_id for op in scope.llms if op.conversation_id), None
+        )
+        return AgentTrace(
+            trace_id=trace_id_hex(root.trace_id),
+            agent_span_id=span_id_hex(root.span_id),
+            agent_name=_agent_name(agent, root, scope),
+            conversation_id=conversation,
+            input=_task_input(agent, first_llm),
+            final_output=_final_output(agent, steps),
+            steps=steps,
+            status="error" if error else "ok",
+            error=error,
+            start_time_unix_nano=start,
+            end_time_unix_nano=end,
+            usage=usage,
+            content_captured=any(op.has_content for op in scope.llms + scope.tools)
+            or bool(agent and agent.has_content),
+            issues=issues,
+        )
+
+    def _owner(self, tool: Operation, drafts: list[_StepDraft]) -> _StepDraft:
+        llm = self.nearest(tool.span_id, LLM)
+        if llm is not None:
+            for draft in drafts:
+                if draft.llm is not None and draft.llm.span_id == llm.span_id:
+                    return draft
+        if tool.tool_call_ids:
+            for draft in drafts:
+                if draft.open_call(tool, by="id") is not None:
+                    return draft
+        start = tool.record.start_time_unix_nano
+        preceding = [d for d in drafts if d.start <= start + CLOCK_SKEW_NS] or drafts[:1]
+        for draft in reversed(preceding):
+            if draft.open_call(tool, by="args") is not None:
+                return draft
+        return preceding[-1]
+
+
+@dataclass
+class _StepDraft:
+    start: int
+    llm: Operation | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    tool_span_ids: list[int] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_llm(cls, llm: Operation) -> _StepDraft:
+        draft = cls(start=llm.record.start_time_unix_nano, llm=llm, issues=list(llm.issues))
+        for call in llm.requested_calls():
+            draft.calls.append(ToolCall(name=call.name, arguments=call.arguments, call_id=call.call_id, executed=False))
+        return draft
+
+    def open_call(self, tool: Operation, by: str) -> ToolCall | None:
+        """The requested, not yet executed call this tool span fulfils, if any."""
+        for call in self.calls:
+            if call.executed or not call.requested:
+                continue
+            if by == "id" and call.call_id is not None and call.call_id in tool.tool_call_ids:
+                return call
+            if by == "args" and call.name == tool.tool_name and (
+                tool.tool_arguments is None or canonical_json(call.arguments) == canonical_json(tool.tool_arguments)
+            ):
+                return call
+            if by == "name" and call.name == tool.tool_name:
+                return call
+        return None
+
+    def attach(self, tool: Operation) -> None:
+        call = (tool.tool_call_ids and self.open_call(tool, "id")) or self.open_call(tool, "args") or self.open_call(tool, "name")
+        if call is None:
+            call = ToolCall(name=tool.tool_name or tool.record.name, requested=self.llm is None or not self.llm.has_content)
+            if self.llm is not None and self.llm.has_content:
+                self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
+            self.calls.append(call)
+        call.executed = True
+        call.span_id = span_id_hex(tool.span_id)
+        call.start_time_unix_nano = tool.record.start_time_unix_nano
+        call.end_time_unix_nano = tool.record.end_time_unix_nano
+        if tool.tool_arguments is not None:
+            call.arguments = tool.tool_arguments
+        if call.call_id is None and tool.tool_call_ids:
+            call.call_id = tool.tool_call_ids[-1]
+        call.result = tool.tool_result
+        call.error = tool.error
+        self.tool_span_ids.append(tool.span_id)
+        self.issues.extend(tool.issues)
+
+    def to_step(self, index: int) -> AgentStep:
+        llm = self.llm
+        text = llm.output_text() if llm else None
+        reasoning = llm.reasoning_text() if llm else None
+        has_calls = bool(self.calls)
+        thought = "\n".join(t for t in (reasoning, text if has_calls else None) if t) or None
+        return AgentStep(
+            index=index,
+            thought=thought,
+            output=None if has_calls else text,
+            tool_calls=self.calls,
+            model=llm.model if llm else None,
+            usage=(llm.usage if llm and llm.usage else TokenUsage()),
+            span_ids=[span_id_hex(i) for i in ([llm.span_id] if llm else []) + self.tool_span_ids],
+            error=llm.error if llm else None,
+            issues=self.issues,
+        )
+
+
+def _merge_llm(outer: Operation, inner: Operation) -> None:
+    """Two stacked instrumentations recorded one model call: fill the outer one's gaps."""
+    for name in ("model", "input_messages", "output_messages", "usage", "error", "conversation_id"):
+        if getattr(outer, name) is None and getattr(inner, name) is not None:
+            setattr(outer, name, getattr(inner, name))
+    outer.issues.extend(inner.issues)
+
+
+def _agent_name(agent: Operation | None, root: SpanRecord, scope: _Scope) -> str:
+    if agent is not None and agent.agent_name:
+        return agent.agent_name
+    for op in scope.llms + scope.tools:
+        if op.agent_name:
+            return op.agent_name
+    if agent is not None:
+        return agent.record.name
+    return root.name or "unknown"
+
+
+def _last_user_text(messages: list[Message] | None) -> str | None:
+    for message in reversed(messages or []):
+        if message.role == "user" and message.text:
+            return message.text
+    return None
+
+
+def _task_input(agent: Operation | None, first_llm: Operation | None) -> str | None:
+    if agent is not None:
+        text = _last_user_text(agent.input_messages)
+        if text:
+            return text
+    if first_llm is not None:
+        return _last_user_text(first_llm.input_messages)
+    return None
+
+
+def _final_output(agent: Operation | None, steps: list[AgentStep]) -> str | None:
+    if agent is not None:
+        text = agent.output_text()
+        if text:
+            return text
+    for step in reversed(steps):
+        if step.output:
+            return step.output
+    return None

@@ -1,0 +1,126 @@
+"""One validated settings object, from constructor arguments and ``OTEL_AGENT_EVAL_*``.
+
+Precedence: explicit arguments, then environment variables, then defaults. A
+wrong value fails at construction with ``ConfigError``, whose message names the
+setting (and its environment variable) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "OTEL_AGENT_EVAL_"
+
+DEFAULT_EVALUATORS = ("tool_call_accuracy", "tool_failure_recovery", "loop_detection", "step_budget")
+
+
+class ConfigError(ValueError):
+    """A setting has a value that is not allowed."""
+
+
+class Settings(BaseModel):
+    """Every knob of the pipeline. Field ``x`` is read from ``OTEL_AGENT_EVAL_X``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # sampling
+    sample_rate: float = Field(1.0, ge=0.0, le=1.0, description="Share of agent traces evaluated, by trace id (TraceIdRatioBased rule).")
+    sample_errors: bool = Field(True, description="Always evaluate traces whose agent span errored.")
+    sample_tool_failures: bool = Field(True, description="Always evaluate traces with a failed tool call.")
+    slow_trace_seconds: float | None = Field(None, gt=0, description="Always evaluate agent runs longer than this.")
+    max_evaluations_per_second: float = Field(50.0, ge=0.0, description="Token-bucket limit on traces evaluated per second; 0 disables the limit.")
+    # trace completion
+    settle_delay_seconds: float = Field(2.0, ge=0.0, description="Wait after the local root span ends, for stragglers.")
+    idle_timeout_seconds: float = Field(30.0, gt=0, description="Complete a trace with no root after this long without new spans.")
+    max_trace_age_seconds: float = Field(300.0, gt=0, description="Complete a trace this long after its first span, whatever else.")
+    # bounds
+    max_intake_spans: int = Field(20_000, ge=1, description="Spans waiting for the background thread; beyond, new spans are dropped (intake_full).")
+    max_buffered_traces: int = Field(2_000, ge=1, description="Traces being buffered; beyond, the oldest is dropped (buffer_full).")
+    max_spans_per_trace: int = Field(2_000, ge=1, description="Spans kept per trace; beyond, spans are dropped (trace_too_large).")
+    max_queued_evaluations: int = Field(200, ge=1, description="Agent traces waiting for a worker; beyond, the oldest is dropped (queue_full).")
+    # evaluation
+    evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Built-in evaluators to run, comma separated.")
+    workers: int = Field(1, ge=1, le=64, description="Evaluation worker threads.")
+    evaluator_timeout_seconds: float = Field(30.0, gt=0, description="An evaluator running longer yields an error result (timeout).")
+    expectations_file: str | None = Field(None, description="JSON file of tool-call expectation rules (see README).")
+    loop_threshold: int = Field(3, ge=2, description="Same tool with identical arguments this many times is a loop.")
+    max_steps: int = Field(20, ge=1, description="Step budget: more LLM turns than this fails step_budget.")
+    # outputs
+    emit_spans: bool = Field(True, description="Emit an evaluation span per evaluated agent trace.")
+    emit_logs: bool = Field(True, description="Emit gen_ai.evaluation.result log records.")
+    prometheus_port: int | None = Field(None, ge=0, le=65535, description="Serve /metrics on this port (0 picks a free port); unset: no server.")
+    prometheus_host: str = Field("0.0.0.0", description="Address the /metrics server binds to.")
+    max_agent_labels: int = Field(50, ge=1, description="Distinct agent label values; further agents are reported as 'other'.")
+
+    @field_validator("evaluators", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_*`` variables over defaults."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for name in cls.model_fields:
+            var = ENV_PREFIX + name.upper()
+            raw = env.get(var)
+            if raw is not None and raw.strip() != "":
+                values[name] = raw.strip()
+                sources[name] = var
+        unknown = [k for k in overrides if k not in cls.model_fields]
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}; allowed: {', '.join(cls.model_fields)}")
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = value
+                sources[name] = f"argument {name}"
+        try:
+            settings = cls(**values)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, sources)) from None
+        settings._check_consistency()
+        return settings
+
+    def _check_consistency(self) -> None:
+        from .evaluators import BUILTIN_EVALUATORS
+
+        unknown = [name for name in self.evaluators if name not in BUILTIN_EVALUATORS]
+        if unknown:
+            raise ConfigError(
+                f"{ENV_PREFIX}EVALUATORS: unknown evaluator(s) {', '.join(unknown)}; allowed: {', '.join(sorted(BUILTIN_EVALUATORS))}"
+            )
+        if self.idle_timeout_seconds > self.max_trace_age_seconds:
+            raise ConfigError(
+                f"{ENV_PREFIX}IDLE_TIMEOUT_SECONDS ({self.idle_timeout_seconds}) must not exceed "
+                f"{ENV_PREFIX}MAX_TRACE_AGE_SECONDS ({self.max_trace_age_seconds})"
+            )
+
+
+def _describe(exc: ValidationError, sources: dict[str, str]) -> str:
+    lines = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        where = sources.get(name, name)
+        var = ENV_PREFIX + name.upper()
+        label = f"{where} ({var})" if where != var else var
+        lines.append(f"{label}: {error['msg']} (got {error.get('input')!r})")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def settings_table() -> str:
+    """The README's configuration table, generated from the fields (kept in sync by a test)."""
+    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        if isinstance(default, tuple):
+            default = ",".join(default)
+        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {field.description} |")
+    return "\n".join(rows)

@@ -1,0 +1,75 @@
+"""The Evaluator contract: a pure function of an AgentTrace to EvalResults."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from ..model import AgentTrace, EvalResult, result_id
+
+
+class Evaluator(ABC):
+    """Base class for evaluators, built-in and custom.
+
+    Subclasses set ``name`` (snake_case, low cardinality: it becomes a metric
+    label) and ``version`` (bump it when scoring changes, so results get new
+    ids), and implement ``evaluate``. ``evaluate`` must be a pure function of
+    the trace; it may raise: the pipeline turns that into an ``error`` result.
+    Build results with ``scored``, ``skipped`` and ``error``.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    default_threshold: ClassVar[float] = 0.5
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.threshold = self.default_threshold if threshold is None else float(threshold)
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"{self.name}: threshold must be within [0, 1], got {threshold!r}")
+
+    @abstractmethod
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        """Score one agent trace. Return one result (or more, e.g. one per step)."""
+
+    # -- result builders ------------------------------------------------------
+    def scored(
+        self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None
+    ) -> EvalResult:
+        """A pass or fail: ``score >= threshold`` passes."""
+        score = min(1.0, max(0.0, float(score)))
+        label = "pass" if score >= self.threshold else "fail"
+        return self._result(trace, label, score, explanation, details)
+
+    def skipped(self, trace: AgentTrace, explanation: str, details: dict[str, Any] | None = None) -> EvalResult:
+        """The evaluator does not apply: neither a pass nor a fail."""
+        return self._result(trace, "skipped", None, explanation, details)
+
+    def error(self, trace: AgentTrace, explanation: str, reason: str, details: dict[str, Any] | None = None) -> EvalResult:
+        """The evaluator could not decide (it raised, timed out, its judge failed)."""
+        return self._result(trace, "error", None, explanation, {**(details or {}), "reason": reason})
+
+    def _result(
+        self, trace: AgentTrace, label: str, score: float | None, explanation: str, details: dict[str, Any] | None
+    ) -> EvalResult:
+        details = dict(details or {})
+        if label in ("pass", "fail"):
+            details.setdefault("threshold", self.threshold)
+        return EvalResult(
+            evaluator=self.name,
+            evaluator_version=self.version,
+            score=score,
+            label=label,  # type: ignore[arg-type]
+            explanation=explanation,
+            details=details,
+            trace_id=trace.trace_id,
+            span_id=trace.agent_span_id,
+            agent_name=trace.agent_name,
+            result_id=result_id(trace.trace_id, trace.agent_span_id, self.name, self.version, self.result_key()),
+        )
+
+    def result_key(self) -> str:
+        """Extra identity for result ids (judge evaluators: model and prompt version)."""
+        return ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(threshold={self.threshold})"

@@ -1,0 +1,108 @@
+"""AgentEvalProcessor: the one line a user adds to an existing TracerProvider.
+
+The hot path (``on_end``) follows the intake rule: keep a span if it carries
+GenAI data, or if its trace already has kept spans (children end before their
+parents, so every ancestor of a GenAI span arrives after it); drop everything
+else at once. That is a few dict look-ups per span and never I/O, a lock or an
+exception into the app. All other work happens on background threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from prometheus_client import CollectorRegistry, start_http_server
+
+from .config import Settings
+from .dialects import GENAI_MARKERS
+from .evaluators import Evaluator, ToolExpectation, build_evaluators
+from .pipeline import Pipeline
+from .sinks.otel import SCOPE_NAME, OtelSink
+from .sinks.prometheus import PrometheusSink
+from .stats import AgentLabels, PipelineStats
+
+
+class AgentEvalProcessor(SpanProcessor):
+    """Evaluates a sample of completed agent traces in the background.
+
+    ``AgentEvalProcessor()`` reads its settings from ``OTEL_AGENT_EVAL_*``
+    variables; keyword arguments (``sample_rate=0.25``, ``prometheus_port=9464``,
+    any ``Settings`` field) override them. Evaluation spans and log records go
+    to ``tracer_provider`` / ``logger_provider`` (default: the global ones);
+    metrics to ``registry`` (default: a private registry, served on
+    ``prometheus_port`` when set).
+    """
+
+    def __init__(
+        self,
+        evaluators: Sequence[Evaluator] | None = None,
+        *,
+        expectations: Sequence[ToolExpectation] | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+        registry: CollectorRegistry | None = None,
+        settings: Settings | None = None,
+        env: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings.load(env, **overrides)
+        s = self.settings
+        self.evaluators = list(evaluators) if evaluators is not None else build_evaluators(s, list(expectations or ()))
+        self.stats = PipelineStats()
+        agent_label = AgentLabels(s.max_agent_labels)
+        self.registry = registry if registry is not None else CollectorRegistry()
+        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, agent_label)]
+        if s.emit_spans or s.emit_logs:
+            sinks.append(OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans, emit_logs=s.emit_logs))
+        self.pipeline = Pipeline(s, self.evaluators, sinks, stats=self.stats, agent_label=agent_label)
+        self.metrics_port: int | None = None
+        self._metrics_server: Any = None
+        if s.prometheus_port is not None:
+            self._metrics_server, _ = start_http_server(s.prometheus_port, addr=s.prometheus_host, registry=self.registry)
+            self.metrics_port = self._metrics_server.server_port
+        self._received = self.stats.spans_received
+        self.pipeline.start()
+
+    # -- SpanProcessor ---------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do when a span starts: decisions are made when it ends."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            self._received.inc()
+            trace_id = span.context.trace_id
+            active = self.pipeline.active_traces
+            if trace_id in active:
+                self.pipeline.offer(span)
+                return
+            attributes = getattr(span, "_attributes", None)
+            attributes = getattr(attributes, "_dict", attributes) or {}
+            for key in GENAI_MARKERS:
+                if key in attributes:
+                    break
+            else:
+                return
+            scope = span.instrumentation_scope
+            if scope is not None and scope.name == SCOPE_NAME:
+                return  # never evaluate our own evaluation spans
+            active[trace_id] = None
+            self.pipeline.offer(span)
+        except Exception:
+            self.stats.processor_errors.inc()
+            self.pipeline.log_once("on_end", "otel-agent-eval: error in on_end")
+
+    def shutdown(self) -> None:
+        self.pipeline.shutdown(timeout=self.settings.evaluator_timeout_seconds)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Complete every buffered trace now and wait for its evaluation (up to the timeout)."""
+        return self.pipeline.flush(timeout_millis / 1000.0)

@@ -1,0 +1,96 @@
+"""Which completed agent traces get evaluated.
+
+Head rule: the trace-id ratio of OpenTelemetry's ``TraceIdRatioBased`` sampler
+(the low 64 bits of the trace id below ``round(rate * 2**64)``), so every
+process, replica and the SDK itself agree on a trace. Tail rules keep errored,
+tool-failing and slow traces whatever the ratio. A token bucket caps the rate.
+Every decision carries a reason from a small fixed set, for metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .model import AgentTrace
+
+TRACE_ID_LIMIT = (1 << 64) - 1
+
+SAMPLED_REASONS = ("ratio", "error", "tool_failure", "slow")
+NOT_SAMPLED_REASONS = ("ratio", "rate_limited")
+
+
+def ratio_bound(rate: float) -> int:
+    """The same bound as ``opentelemetry.sdk.trace.sampling.TraceIdRatioBased``."""
+    return round(rate * (TRACE_ID_LIMIT + 1))
+
+
+def trace_id_sampled(trace_id: int, rate: float) -> bool:
+    return trace_id & TRACE_ID_LIMIT < ratio_bound(rate)
+
+
+@dataclass(frozen=True)
+class Decision:
+    sampled: bool
+    reason: str
+
+
+class TokenBucket:
+    """``rate`` tokens per second, up to ``burst``. Thread-safe."""
+
+    def __init__(self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, burst if burst is not None else rate)
+        self._tokens = self.capacity
+        self._clock = clock
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.capacity, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return True
+            return False
+
+
+class Sampler:
+    def __init__(
+        self,
+        rate: float = 1.0,
+        *,
+        keep_errors: bool = True,
+        keep_tool_failures: bool = True,
+        slow_seconds: float | None = None,
+        max_per_second: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self.keep_errors = keep_errors
+        self.keep_tool_failures = keep_tool_failures
+        self.slow_seconds = slow_seconds
+        self.bucket = TokenBucket(max_per_second, clock=clock) if max_per_second > 0 else None
+
+    def decide(self, trace: AgentTrace) -> Decision:
+        reason = self._tail_reason(trace)
+        if reason is None:
+            if not trace_id_sampled(int(trace.trace_id, 16), self.rate):
+                return Decision(False, "ratio")
+            reason = "ratio"
+        if self.bucket is not None and not self.bucket.take():
+            return Decision(False, "rate_limited")
+        return Decision(True, reason)
+
+    def _tail_reason(self, trace: AgentTrace) -> str | None:
+        if self.keep_errors and trace.status == "error":
+            return "error"
+        if self.keep_tool_failures and trace.has_tool_failure:
+            return "tool_failure"
+        if self.slow_seconds is not None and trace.duration_s >= self.slow_seconds:
+            return "slow"
+        return None

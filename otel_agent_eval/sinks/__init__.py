@@ -1,0 +1,1 @@
+"""Where results go: OpenTelemetry (spans + log events) and Prometheus."""

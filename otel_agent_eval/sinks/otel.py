@@ -1,0 +1,125 @@
+"""Scores as OpenTelemetry data, tied to the evaluated trace.
+
+- one evaluation span per evaluated agent trace, in the same trace, child of
+  the evaluated agent span, carrying every score as attributes;
+- one ``gen_ai.evaluation.result`` log record per result (GenAI semantic
+  conventions), parented to the evaluated span.
+
+Span attribute names (documented in the README):
+``agent_eval.<evaluator>.score`` (double, absent when the result has none),
+``agent_eval.<evaluator>.label`` (pass | fail | skipped | error),
+plus ``gen_ai.agent.name``, ``agent_eval.evaluated_span_id``,
+``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
+returns several results reports its lowest score and worst label.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import LogRecord, LoggerProvider, SeverityNumber, get_logger_provider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+from ..model import EvalResult
+from ..pipeline import EvaluatedTrace
+
+SCOPE_NAME = "otel_agent_eval"
+"""Instrumentation scope of everything the product emits; the processor skips it."""
+EVENT_NAME = "gen_ai.evaluation.result"
+LABEL_RANK = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
+MAX_EXPLANATION = 1000
+
+
+def evaluated_context(evaluated: EvaluatedTrace) -> Any:
+    """A context whose current span is the evaluated agent span (a remote parent)."""
+    t = evaluated.trace
+    span_context = SpanContext(
+        trace_id=int(t.trace_id, 16),
+        span_id=int(t.agent_span_id, 16) if t.agent_span_id else 0,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(span_context))
+
+
+def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
+    t = evaluated.trace
+    attributes: dict[str, Any] = {"gen_ai.agent.name": t.agent_name}
+    if t.agent_span_id:
+        attributes["agent_eval.evaluated_span_id"] = t.agent_span_id
+    by_evaluator: dict[str, list[EvalResult]] = {}
+    for result in evaluated.results:
+        by_evaluator.setdefault(result.evaluator, []).append(result)
+    for name, results in by_evaluator.items():
+        worst = min(results, key=lambda r: LABEL_RANK[r.label])
+        attributes[f"agent_eval.{name}.label"] = worst.label
+        scores = [r.score for r in results if r.score is not None]
+        if scores:
+            attributes[f"agent_eval.{name}.score"] = min(scores)
+    for label in LABEL_RANK:
+        attributes[f"agent_eval.results.{label}"] = sum(1 for r in evaluated.results if r.label == label)
+    return attributes
+
+
+def log_attributes(result: EvalResult) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "gen_ai.evaluation.name": result.evaluator,
+        "gen_ai.evaluation.score.label": result.label,
+        "gen_ai.evaluation.explanation": result.explanation[:MAX_EXPLANATION],
+        "gen_ai.agent.name": result.agent_name,
+        "agent_eval.result_id": result.result_id,
+        "agent_eval.evaluator.version": result.evaluator_version,
+    }
+    if result.score is not None:
+        attributes["gen_ai.evaluation.score.value"] = result.score
+    if result.label == "error":
+        attributes["error.type"] = str(result.details.get("reason", "_OTHER"))
+    if result.details:
+        attributes["agent_eval.details"] = json.dumps(result.details, default=str, sort_keys=True)[:4000]
+    return attributes
+
+
+class OtelSink:
+    name = "otel"
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
+        *,
+        emit_spans: bool = True,
+        emit_logs: bool = True,
+    ) -> None:
+        self._tracer_provider = tracer_provider
+        self._logger_provider = logger_provider
+        self.emit_spans = emit_spans
+        self.emit_logs = emit_logs
+
+    def emit(self, evaluated: EvaluatedTrace) -> None:
+        context = evaluated_context(evaluated)
+        if self.emit_spans:
+            provider = self._tracer_provider or trace.get_tracer_provider()
+            tracer = provider.get_tracer(SCOPE_NAME)
+            span = tracer.start_span(
+                f"evaluate_agent {evaluated.trace.agent_name}",
+                context=context,
+                kind=SpanKind.INTERNAL,
+                attributes=span_attributes(evaluated),
+                start_time=evaluated.started_ns,
+            )
+            span.end(end_time=evaluated.ended_ns)
+        if self.emit_logs:
+            provider = self._logger_provider or get_logger_provider()
+            logger = provider.get_logger(SCOPE_NAME)
+            for result in evaluated.results:
+                logger.emit(
+                    LogRecord(
+                        timestamp=evaluated.ended_ns,
+                        context=context,
+                        severity_number=SeverityNumber.INFO,
+                        event_name=EVENT_NAME,
+                        attributes=log_attributes(result),
+                    )
+                )

@@ -1,0 +1,115 @@
+"""Pipeline counters: cheap on the hot path, read at scrape time.
+
+Counts are kept here, not in prometheus-client objects, so that the span hot
+path pays one ``next()`` on an ``itertools.count`` (atomic in CPython) instead
+of a lock, and so that the server and offline runs share the same numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import defaultdict
+
+_logger = logging.getLogger("otel_agent_eval")
+
+
+class AtomicCounter:
+    """A monotonically increasing count, safe to bump from any thread without a lock."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+
+    def inc(self) -> None:
+        next(self._count)
+
+    @property
+    def value(self) -> int:
+        # ``count(n)`` is the only public way to read an itertools.count without advancing it.
+        return int(repr(self._count)[6:-1])
+
+
+class LabelledCounts:
+    """Counts keyed by a tuple of label values; updated by background threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, ...], int] = defaultdict(int)
+
+    def inc(self, *labels: str, amount: int = 1) -> None:
+        with self._lock:
+            self._counts[labels] += amount
+
+    def snapshot(self) -> dict[tuple[str, ...], int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def get(self, *labels: str) -> int:
+        with self._lock:
+            return self._counts.get(labels, 0)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+
+class AgentLabels:
+    """Caps distinct agent label values: agents beyond ``limit`` report as ``other``."""
+
+    OTHER = "other"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, agent: str) -> str:
+        if agent in self._seen:
+            return agent
+        with self._lock:
+            if len(self._seen) < self.limit:
+                self._seen.add(agent)
+                return agent
+        return self.OTHER
+
+
+class PipelineStats:
+    """Every number the pipeline reports about itself."""
+
+    def __init__(self) -> None:
+        self.spans_received = AtomicCounter()
+        self.spans_kept = AtomicCounter()
+        self.intake_full = AtomicCounter()
+        self.processor_errors = AtomicCounter()
+        self.late_spans = AtomicCounter()
+        self.spans_dropped = LabelledCounts()  # (reason,): trace_too_large; intake_full is counted above
+        self.traces_completed = LabelledCounts()  # (reason,)
+        self.sampling = LabelledCounts()  # (decision, reason)
+        self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated
+        self.agent_traces = LabelledCounts()  # (agent,)
+        self.traces_evaluated = LabelledCounts()  # (agent,)
+        self.evaluator_errors = LabelledCounts()  # (evaluator, reason)
+        self.sink_errors = LabelledCounts()  # (sink,)
+        self.queue_depth = 0
+        self.buffered_traces = 0
+
+    def spans_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
+        counts = self.spans_dropped.snapshot()
+        counts[("intake_full",)] = self.intake_full.value
+        return counts
+
+
+class LogOnce:
+    """Log an internal error once per kind, so a hot-path bug cannot flood the app's logs."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def __call__(self, kind: str, message: str, *args: object) -> None:
+        if kind in self._seen:
+            return
+        self._seen.add(kind)
+        _logger.error(message + " (further occurrences are only counted)", *args, exc_info=True)

@@ -1,0 +1,1 @@
+"""Scripted runs of real agent frameworks, instrumented with real OpenTelemetry SDKs."""
