@@ -25,8 +25,9 @@ from .records import SpanRecord
 ROOT_ENDED = "root_ended"
 IDLE_TIMEOUT = "idle_timeout"
 MAX_AGE = "max_age"
+FLUSH = "flush"
 SHUTDOWN = "shutdown"
-COMPLETION_REASONS = (ROOT_ENDED, IDLE_TIMEOUT, MAX_AGE, SHUTDOWN)
+COMPLETION_REASONS = (ROOT_ENDED, IDLE_TIMEOUT, MAX_AGE, FLUSH, SHUTDOWN)
 
 
 @dataclass
@@ -100,9 +101,9 @@ class TraceBuffer:
                 done.append(self._complete(trace_id, reason))
         return done
 
-    def pop_all(self) -> list[CompletedTrace]:
-        """Everything still buffered (shutdown, flush)."""
-        return [self._complete(trace_id, SHUTDOWN) for trace_id in list(self._entries)]
+    def pop_all(self, reason: str) -> list[CompletedTrace]:
+        """Everything still buffered (``flush`` or ``shutdown``)."""
+        return [self._complete(trace_id, reason) for trace_id in list(self._entries)]
 
     def next_deadline(self, now: float) -> float:
         """Seconds until the next trace may complete (for the worker's sleep)."""

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .assemble import assemble
-from .buffer import CompletedTrace, TraceBuffer
+from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
 from .config import Settings
 from .dialects import is_genai
-from .evaluators.base import Evaluator
+from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
 from .records import SpanRecord, from_readable_span
 from .sampling import Sampler
@@ -136,6 +136,7 @@ class Pipeline:
         self._abandoned = 0
         self._worker_numbers = 0
         self._stopping = False
+        self._shutting_down = False
         self._started = False
         self._collector: threading.Thread | None = None
 
@@ -175,6 +176,7 @@ class Pipeline:
         """
         if self._stopping:
             return True
+        self._shutting_down = True
         flushed = self.flush(timeout)
         self._stopping = True
         self._wake.set()
@@ -231,7 +233,10 @@ class Pipeline:
         while self._flush_requests:
             flushes.append(self._flush_requests.popleft())
         self._drain_intake(now)
-        completed = self.buffer.pop_all() if flushes else self.buffer.pop_complete(now)
+        if flushes:
+            completed = self.buffer.pop_all(SHUTDOWN if self._shutting_down else FLUSH)
+        else:
+            completed = self.buffer.pop_complete(now)
         for trace in completed:
             self.active_traces.pop(trace.trace_id, None)
             self._on_completed(trace)
@@ -358,14 +363,10 @@ class Pipeline:
         self._emit(job)
 
     def _evaluate_one(self, evaluator: Evaluator, trace: AgentTrace) -> list[EvalResult]:
-        try:
-            results = evaluator.evaluate(trace)
-            if not isinstance(results, list) or not all(isinstance(r, EvalResult) for r in results):
-                raise TypeError(f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got {type(results).__name__}")
-            return results
-        except Exception as exc:
+        results, failed = safe_evaluate(evaluator, trace)
+        if failed:
             self.stats.evaluator_errors.inc(evaluator.name, "exception")
-            return [evaluator.error(trace, f"{type(exc).__name__}: {exc}"[:500], "exception")]
+        return results
 
     def _emit(self, job: _Job) -> None:
         evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns())

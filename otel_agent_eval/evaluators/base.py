@@ -73,3 +73,17 @@ class Evaluator(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(threshold={self.threshold})"
+
+
+def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalResult], bool]:
+    """Run one evaluator; an exception or a wrong return type becomes an ``error`` result.
+
+    Returns the results and whether the evaluator failed (for error counters).
+    """
+    try:
+        results = evaluator.evaluate(trace)
+        if not isinstance(results, list) or not all(isinstance(r, EvalResult) for r in results):
+            raise TypeError(f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got {type(results).__name__}")
+        return results, False
+    except Exception as exc:
+        return [evaluator.error(trace, f"{type(exc).__name__}: {exc}"[:500], "exception")], True

@@ -1,0 +1,75 @@
+"""Command line: ``otel-agent-eval demo | evaluate``. A thin shell over the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .config import ConfigError
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    port = None if args.metrics_port < 0 else args.metrics_port
+    run_demo(traces=args.traces, rate=args.rate, metrics_port=port, linger=args.linger, sample_rate=args.sample_rate)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    from .config import Settings
+    from .evaluators import build_evaluators
+    from .offline import Gate, evaluate_records, print_text, read_files, to_json
+    from .otlp import OTLPDecodeError
+
+    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
+    settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        gates = [Gate.parse(g) for g in args.gate]
+        evaluators = build_evaluators(settings)
+        records = read_files(args.files)
+    except (OSError, ValueError, OTLPDecodeError) as exc:
+        print(f"otel-agent-eval evaluate: {exc}", file=sys.stderr)
+        return 2
+    report = evaluate_records(records, evaluators, gates)
+    if args.format == "json":
+        json.dump(to_json(report), sys.stdout, indent=2)
+        print()
+    else:
+        print_text(report, sys.stdout)
+    return 1 if report.failed_gates() else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="otel-agent-eval", description="Online evaluation of LLM agents through OpenTelemetry")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run a scripted agent workload with the processor attached")
+    demo.add_argument("--traces", type=int, default=150, help="agent traces to run (default 150)")
+    demo.add_argument("--rate", type=float, default=40.0, help="agent traces per second (default 40; 0 = as fast as possible)")
+    demo.add_argument("--metrics-port", type=int, default=9464, help="serve /metrics here (default 9464; 0 = a free port; -1 = off)")
+    demo.add_argument("--linger", type=float, default=0.0, help="keep /metrics up this many seconds after the run")
+    demo.add_argument("--sample-rate", type=float, default=None, help="share of agent traces evaluated (default: OTEL_AGENT_EVAL_SAMPLE_RATE or 1.0)")
+    demo.set_defaults(func=_demo)
+    evaluate = commands.add_parser("evaluate", help="assemble and evaluate exported OTLP traces (JSON, JSON lines, protobuf, gzip)")
+    evaluate.add_argument("files", nargs="+", help="OTLP trace files")
+    evaluate.add_argument("--format", choices=("text", "json"), default="text")
+    evaluate.add_argument("--evaluators", default=None, help="comma-separated built-in evaluators (default: OTEL_AGENT_EVAL_EVALUATORS or all deterministic)")
+    evaluate.add_argument("--expectations", default=None, help="JSON file of tool-call expectation rules")
+    evaluate.add_argument("--gate", action="append", default=[], metavar="EVALUATOR=MIN_PASS_RATE",
+                          help="exit 1 when the evaluator's pass rate is below this (repeatable)")
+    evaluate.set_defaults(func=_evaluate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"otel-agent-eval: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

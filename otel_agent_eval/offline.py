@@ -1,0 +1,156 @@
+"""Offline evaluation of exported traces: files -> AgentTraces -> results -> report and gates.
+
+The same assembly and evaluators as the live pipeline, run synchronously: no
+threads, no sampling (every agent run is evaluated), no emission.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .assemble import assemble
+from .evaluators.base import Evaluator, safe_evaluate
+from .model import AgentTrace, EvalResult
+from .pipeline import flatten
+from .records import SpanRecord
+
+
+@dataclass
+class Gate:
+    """Fail the run when ``evaluator``'s pass rate is below ``min_pass_rate``."""
+
+    evaluator: str
+    min_pass_rate: float
+
+    @classmethod
+    def parse(cls, text: str) -> Gate:
+        name, _, rate = text.partition("=")
+        try:
+            value = float(rate) if rate else 1.0
+        except ValueError:
+            raise ValueError(f"--gate {text!r}: expected EVALUATOR=MIN_PASS_RATE, e.g. tool_call_accuracy=0.9") from None
+        if not name or not 0.0 <= value <= 1.0:
+            raise ValueError(f"--gate {text!r}: expected EVALUATOR=MIN_PASS_RATE with a rate within [0, 1]")
+        return cls(name, value)
+
+
+@dataclass
+class Totals:
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    score_sum: float = 0.0
+    scored: int = 0
+
+    @property
+    def pass_rate(self) -> float | None:
+        decided = self.counts["pass"] + self.counts["fail"]
+        return self.counts["pass"] / decided if decided else None
+
+    @property
+    def mean_score(self) -> float | None:
+        return self.score_sum / self.scored if self.scored else None
+
+
+@dataclass
+class Report:
+    evaluated: list[tuple[AgentTrace, list[EvalResult]]]
+    traces_read: int
+    traces_without_agent: int
+    gates: list[Gate]
+
+    def totals(self) -> dict[str, Totals]:
+        totals: dict[str, Totals] = defaultdict(Totals)
+        for _, results in self.evaluated:
+            for r in results:
+                t = totals[r.evaluator]
+                t.counts[r.label] += 1
+                if r.score is not None:
+                    t.score_sum += r.score
+                    t.scored += 1
+        return dict(totals)
+
+    def failed_gates(self) -> list[str]:
+        totals = self.totals()
+        failures = []
+        for gate in self.gates:
+            t = totals.get(gate.evaluator)
+            rate = t.pass_rate if t else None
+            if rate is None:
+                failures.append(f"{gate.evaluator}: no pass/fail result to gate on")
+            elif rate < gate.min_pass_rate:
+                failures.append(f"{gate.evaluator}: pass rate {rate:.1%} < {gate.min_pass_rate:.1%}")
+        return failures
+
+
+def evaluate_records(records: Iterable[SpanRecord], evaluators: Sequence[Evaluator], gates: Sequence[Gate] = ()) -> Report:
+    records = list(records)
+    trace_ids = {r.trace_id for r in records}
+    agent_traces = flatten(assemble(records))
+    with_agent = {t.trace_id for t in agent_traces}
+    evaluated = []
+    for trace in agent_traces:
+        results: list[EvalResult] = []
+        for evaluator in evaluators:
+            results.extend(safe_evaluate(evaluator, trace)[0])
+        evaluated.append((trace, results))
+    return Report(evaluated, len(trace_ids), len(trace_ids) - len(with_agent), list(gates))
+
+
+def read_files(paths: Sequence[str | Path]) -> list[SpanRecord]:
+    from .otlp import read_trace_file
+
+    records: list[SpanRecord] = []
+    for path in paths:
+        records.extend(read_trace_file(path))
+    return records
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def print_text(report: Report, out: TextIO) -> None:
+    for trace, results in report.evaluated:
+        print(f"trace {trace.trace_id}  agent {trace.agent_name}  {len(trace.steps)} steps  {trace.status}", file=out)
+        for step in trace.steps:
+            calls = "; ".join(
+                f"{c.name}({_short(c.arguments, 40)})" + (f" !{_short(c.error, 40)}" if c.error else f" -> {_short(c.result, 40)}")
+                for c in step.tool_calls
+            )
+            text = step.output or step.thought
+            print(f"  step {step.index}: {calls or _short(text or '')}", file=out)
+        for r in results:
+            score = f"{r.score:.2f}" if r.score is not None else "  - "
+            print(f"    {r.evaluator:<24} {r.label:<7} {score}  {_short(r.explanation, 70)}", file=out)
+    print("", file=out)
+    print(f"{report.traces_read} traces read, {len(report.evaluated)} agent runs evaluated, "
+          f"{report.traces_without_agent} traces without agent data", file=out)
+    print(f"{'evaluator':<24} {'pass':>5} {'fail':>5} {'skip':>5} {'error':>5} {'pass rate':>9} {'mean':>6}", file=out)
+    for name, t in sorted(report.totals().items()):
+        rate = f"{t.pass_rate:.0%}" if t.pass_rate is not None else "-"
+        mean = f"{t.mean_score:.2f}" if t.mean_score is not None else "-"
+        print(f"{name:<24} {t.counts['pass']:>5} {t.counts['fail']:>5} {t.counts['skipped']:>5} "
+              f"{t.counts['error']:>5} {rate:>9} {mean:>6}", file=out)
+    for failure in report.failed_gates():
+        print(f"GATE FAILED: {failure}", file=out)
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    return {
+        "traces_read": report.traces_read,
+        "traces_without_agent": report.traces_without_agent,
+        "agent_runs": [
+            {"trace": trace.model_dump(mode="json"), "results": [r.model_dump(mode="json") for r in results]}
+            for trace, results in report.evaluated
+        ],
+        "totals": {
+            name: {**dict(t.counts), "pass_rate": t.pass_rate, "mean_score": t.mean_score}
+            for name, t in sorted(report.totals().items())
+        },
+        "failed_gates": report.failed_gates(),
+    }

@@ -1,0 +1,123 @@
+"""The deterministic evaluators' formulas, on hand-built AgentTraces."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_agent_eval import AgentStep, AgentTrace, ToolCall, ToolCallAccuracy, ToolExpectation
+from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolFailureRecovery
+
+
+def trace(*calls: ToolCall | str, agent: str = "a", task: str = "task", steps: int | None = None) -> AgentTrace:
+    tool_calls = [ToolCall(name=c) if isinstance(c, str) else c for c in calls]
+    step_list = [AgentStep(index=i, tool_calls=[call]) for i, call in enumerate(tool_calls)]
+    if steps is not None:
+        step_list = [AgentStep(index=i) for i in range(steps)]
+    return AgentTrace(trace_id="0" * 31 + "1", agent_span_id="0" * 15 + "2", agent_name=agent, input=task, steps=step_list)
+
+
+def score(evaluator: ToolCallAccuracy, t: AgentTrace) -> float | None:
+    (result,) = evaluator.evaluate(t)
+    return result.score
+
+
+def test_no_expectation_is_skipped_not_pass_or_fail() -> None:
+    (result,) = ToolCallAccuracy().evaluate(trace("x"))
+    assert result.label == "skipped" and result.score is None
+
+
+def test_empty_expectation_scores_one_only_without_calls() -> None:
+    assert score(ToolCallAccuracy(expected=[]), trace()) == 1.0
+    assert score(ToolCallAccuracy(expected=[]), trace("x")) == 0.0
+
+
+def test_unordered_is_matched_multiset_over_expected() -> None:
+    ev = ToolCallAccuracy(expected=["a", "b", "b"])
+    assert score(ev, trace("b", "a")) == pytest.approx(2 / 3)
+    assert score(ev, trace("b", "b", "a", "c")) == 1.0  # extra calls do not count without penalize_unexpected
+
+
+def test_require_order_uses_longest_common_subsequence() -> None:
+    ev = ToolCallAccuracy(expected=["a", "b", "c"], require_order=True)
+    assert score(ev, trace("a", "b", "c")) == 1.0
+    assert score(ev, trace("c", "a", "b")) == pytest.approx(2 / 3)
+    assert score(ev, trace("c", "b", "a")) == pytest.approx(1 / 3)
+
+
+def test_penalize_unexpected_never_exceeds_one() -> None:
+    ev = ToolCallAccuracy(expected=["a", "b"], penalize_unexpected=True)
+    assert score(ev, trace("a", "b")) == 1.0
+    assert score(ev, trace("a", "b", "c")) == pytest.approx(2 / 3)
+    assert score(ev, trace("a", "x", "y")) == pytest.approx(1 / 4)
+
+
+def test_expected_arguments_must_match_exactly_when_given() -> None:
+    ev = ToolCallAccuracy(expected=[{"name": "get", "arguments": {"city": "Paris"}}])
+    assert score(ev, trace(ToolCall(name="get", arguments={"city": "Paris"}))) == 1.0
+    assert score(ev, trace(ToolCall(name="get", arguments='{"city": "Paris"}'))) == 1.0  # JSON text is canonicalised
+    assert score(ev, trace(ToolCall(name="get", arguments={"city": "Rome"}))) == 0.0
+
+
+def test_forbidden_tool_scores_zero() -> None:
+    ev = ToolCallAccuracy(expected=["a"], forbidden_tools=["rm"])
+    (result,) = ev.evaluate(trace("a", "rm"))
+    assert (result.score, result.label, result.details["forbidden_called"]) == (0.0, "fail", ["rm"])
+
+
+def test_rules_match_by_agent_and_input_first_rule_wins() -> None:
+    rules = [
+        ToolExpectation(agent="support", input_pattern="refund", expected_tools=["lookup", "refund"]),
+        ToolExpectation(agent="support", expected_tools=["lookup"]),
+    ]
+    ev = ToolCallAccuracy(rules=rules)
+    assert score(ev, trace("lookup", agent="support", task="please refund 1")) == 0.5
+    assert score(ev, trace("lookup", agent="support", task="where is my order")) == 1.0
+    (other,) = ev.evaluate(trace("lookup", agent="weather"))
+    assert other.label == "skipped"
+
+
+def test_threshold_decides_label() -> None:
+    ev = ToolCallAccuracy(expected=["a", "b"], threshold=0.75)
+    (result,) = ev.evaluate(trace("a"))
+    assert (result.score, result.label, result.details["threshold"]) == (0.5, "fail", 0.75)
+
+
+def test_result_ids_are_stable_and_distinct_per_evaluator() -> None:
+    t = trace("a")
+    first = ToolCallAccuracy(expected=["a"]).evaluate(t)[0].result_id
+    assert first == ToolCallAccuracy(expected=["a"]).evaluate(t)[0].result_id
+    assert first != LoopDetection().evaluate(t)[0].result_id
+
+
+def test_failure_recovered_by_later_success() -> None:
+    t = trace(ToolCall(name="fetch", error="403"), ToolCall(name="fetch", result="ok"))
+    (result,) = ToolFailureRecovery().evaluate(t)
+    assert (result.score, result.label) == (1.0, "pass")
+
+
+def test_unrecovered_failure_fails() -> None:
+    t = trace(ToolCall(name="search", result="r"), ToolCall(name="fetch", error="403"))
+    (result,) = ToolFailureRecovery().evaluate(t)
+    assert (result.score, result.label, result.details["unrecovered_tools"]) == (0.0, "fail", ["fetch"])
+
+
+def test_requested_but_not_executed_calls_are_not_failures() -> None:
+    t = trace(ToolCall(name="fetch", executed=False))
+    (result,) = ToolFailureRecovery().evaluate(t)
+    assert result.label == "pass"
+
+
+def test_loop_detection_counts_identical_arguments_only() -> None:
+    same = [ToolCall(name="s", arguments={"q": "x"}) for _ in range(3)]
+    (looping,) = LoopDetection(threshold_calls=3).evaluate(trace(*same))
+    assert (looping.score, looping.label) == (0.0, "fail")
+    varied = [ToolCall(name="s", arguments={"q": q}) for q in "xyz"]
+    (fine,) = LoopDetection(threshold_calls=3).evaluate(trace(*varied))
+    assert fine.label == "pass"
+
+
+def test_step_budget() -> None:
+    (within,) = StepBudget(max_steps=4).evaluate(trace(steps=4))
+    (over,) = StepBudget(max_steps=4).evaluate(trace(steps=8))
+    (empty,) = StepBudget(max_steps=4).evaluate(trace(steps=0))
+    assert (within.label, over.label, over.score, empty.label) == ("pass", "fail", 0.5, "skipped")
