@@ -12,12 +12,12 @@ from .evaluators import (
     ToolFailureRecovery,
 )
 from .model import AgentStep, AgentTrace, EvalResult, TokenUsage, ToolCall
-from .processor import AgentEvalProcessor
+from .processor import AgentEvalProcessor, install
 from .records import SpanRecord
 
 __all__ = [
     "AgentEvalProcessor", "AgentStep", "AgentTrace", "ConfigError", "EvalResult", "Evaluator", "ExpectedCall",
     "LoopDetection", "Settings", "SpanRecord", "StepBudget", "TokenUsage", "ToolCall", "ToolCallAccuracy",
-    "ToolExpectation", "ToolFailureRecovery", "assemble",
+    "ToolExpectation", "ToolFailureRecovery", "assemble", "install",
 ]
 __version__ = "0.1.0"

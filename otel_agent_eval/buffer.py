@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .records import SpanRecord
+from .records import LogRecordData, SpanRecord
 
 ROOT_ENDED = "root_ended"
 IDLE_TIMEOUT = "idle_timeout"
@@ -35,6 +35,7 @@ class _Entry:
     first_seen: float
     last_seen: float
     spans: list[SpanRecord] = field(default_factory=list)
+    logs: list[LogRecordData] = field(default_factory=list)
     root_ended_at: float | None = None
 
 
@@ -43,6 +44,7 @@ class CompletedTrace:
     trace_id: int
     spans: list[SpanRecord]
     reason: str
+    logs: list[LogRecordData] = field(default_factory=list)
 
 
 class TraceBuffer:
@@ -74,24 +76,38 @@ class TraceBuffer:
         return trace_id in self._entries
 
     def add(self, record: SpanRecord, now: float) -> None:
-        trace_id = record.trace_id
+        entry = self._entry(record.trace_id, now)
+        if entry is None:
+            return
+        entry.spans.append(record)
+        if record.is_local_root:
+            entry.root_ended_at = now
+
+    def add_log(self, log: LogRecordData, now: float) -> None:
+        """A GenAI content log record; it counts towards the trace's span bound."""
+        if log.trace_id is None:
+            return
+        entry = self._entry(log.trace_id, now)
+        if entry is not None:
+            entry.logs.append(log)
+
+    def _entry(self, trace_id: int, now: float) -> _Entry | None:
+        """The trace's entry with room for one more item, or None (drop counted)."""
         entry = self._entries.get(trace_id)
         if entry is None:
             if trace_id in self._completed:
                 self._on_drop("late_span", 1)
-                return
+                return None
             if len(self._entries) >= self.max_traces:
                 oldest_id, oldest = self._entries.popitem(last=False)
                 self._remember_completed(oldest_id)  # its later spans count as late, not as a new trace
                 self._on_drop("buffer_full", len(oldest.spans))
             entry = self._entries[trace_id] = _Entry(first_seen=now, last_seen=now)
-        if len(entry.spans) >= self.max_spans_per_trace:
+        if len(entry.spans) + len(entry.logs) >= self.max_spans_per_trace:
             self._on_drop("trace_too_large", 1)
-            return
-        entry.spans.append(record)
+            return None
         entry.last_seen = now
-        if record.is_local_root:
-            entry.root_ended_at = now
+        return entry
 
     def pop_complete(self, now: float) -> list[CompletedTrace]:
         done: list[CompletedTrace] = []
@@ -105,15 +121,6 @@ class TraceBuffer:
         """Everything still buffered (``flush`` or ``shutdown``)."""
         return [self._complete(trace_id, reason) for trace_id in list(self._entries)]
 
-    def next_deadline(self, now: float) -> float:
-        """Seconds until the next trace may complete (for the worker's sleep)."""
-        best = self.idle_timeout
-        for entry in self._entries.values():
-            if entry.root_ended_at is not None:
-                best = min(best, entry.root_ended_at + self.settle_delay - now)
-            best = min(best, entry.last_seen + self.idle_timeout - now, entry.first_seen + self.max_age - now)
-        return max(0.0, best)
-
     def _completion_reason(self, entry: _Entry, now: float) -> str | None:
         if entry.root_ended_at is not None and now - entry.root_ended_at >= self.settle_delay:
             return ROOT_ENDED
@@ -126,7 +133,7 @@ class TraceBuffer:
     def _complete(self, trace_id: int, reason: str) -> CompletedTrace:
         entry = self._entries.pop(trace_id)
         self._remember_completed(trace_id)
-        return CompletedTrace(trace_id, entry.spans, reason)
+        return CompletedTrace(trace_id, entry.spans, reason, entry.logs)
 
     def _remember_completed(self, trace_id: int) -> None:
         self._completed[trace_id] = None

@@ -13,8 +13,7 @@ import base64
 import gzip
 import json
 import zlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
-from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanEvent, SpanRecord
+from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
 
 __all__ = [
     "LogRecordData",
@@ -47,22 +46,6 @@ __all__ = [
 
 class OTLPDecodeError(ValueError):
     """Input is not valid OTLP data; the message says what and where."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogRecordData:
-    """One OTLP log record, reduced to what content joining needs.
-
-    GenAI instrumentations in event-only mode put prompts and completions into log
-    records correlated to spans by ``trace_id`` / ``span_id``.
-    """
-
-    trace_id: int | None
-    span_id: int | None
-    time_unix_nano: int
-    event_name: str | None
-    attributes: Mapping[str, Any] = field(default_factory=dict)
-    body: Any = None
 
 
 _KIND_NAMES = {

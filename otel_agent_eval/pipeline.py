@@ -28,7 +28,8 @@ from .config import Settings
 from .dialects import is_genai
 from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
-from .records import SpanRecord, from_readable_span
+from .logs import join_log_records
+from .records import LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import Sampler
 from .stats import LogOnce, PipelineStats
 
@@ -199,6 +200,16 @@ class Pipeline:
         self.intake.append(span)
         self.stats.spans_kept.inc()
 
+    def offer_log(self, log: LogRecordData) -> None:
+        """Intake of a GenAI content log record (see ``logs.py``). O(1), never blocks."""
+        if len(self.intake) >= self.settings.max_intake_spans:
+            self.stats.intake_full.inc()
+            return
+        if log.trace_id is not None:
+            self.active_traces[log.trace_id] = None
+        self.intake.append(log)
+        self.stats.log_records_kept.inc()
+
     def offer_records(self, records: Sequence[SpanRecord]) -> None:
         """Intake for the server and offline runs: records not yet filtered by the hot-path rule."""
         for record in records:
@@ -224,7 +235,7 @@ class Pipeline:
             except Exception:  # keep the pipeline alive; a bug here must not stop evaluation
                 self.stats.processor_errors.inc()
                 self.log_once("collector", "otel-agent-eval: error in the collector thread")
-            self._wake.wait(min(TICK_SECONDS, self.buffer.next_deadline(self.clock())))
+            self._wake.wait(TICK_SECONDS)
             self._wake.clear()
 
     def _collect_once(self) -> None:
@@ -253,8 +264,11 @@ class Pipeline:
         intake = self.intake
         while intake:
             span = intake.popleft()
+            if isinstance(span, LogRecordData):
+                self.buffer.add_log(span, now)
+                continue
             try:
-                record = span if isinstance(span, SpanRecord) else from_readable_span(span, content=is_genai(span.attributes))
+                record = span if isinstance(span, SpanRecord) else from_readable_span(span, content=is_genai(raw_attributes(span)))
             except Exception:
                 self.stats.processor_errors.inc()
                 self.log_once("record", "otel-agent-eval: could not read a span")
@@ -264,7 +278,7 @@ class Pipeline:
     def _on_completed(self, completed: CompletedTrace) -> None:
         self.stats.traces_completed.inc(completed.reason)
         try:
-            agent_traces = flatten(assemble(completed.spans))
+            agent_traces = flatten(assemble(join_log_records(completed.spans, completed.logs)))
         except Exception:
             self.stats.processor_errors.inc()
             self.stats.dropped.inc("assembly_error")

@@ -21,10 +21,13 @@ from prometheus_client import CollectorRegistry, start_http_server
 from .config import Settings
 from .dialects import GENAI_MARKERS
 from .evaluators import Evaluator, ToolExpectation, build_evaluators
+from .logs import AgentEvalLogProcessor
 from .pipeline import Pipeline
 from .sinks.otel import SCOPE_NAME, OtelSink
 from .sinks.prometheus import PrometheusSink
 from .stats import AgentLabels, PipelineStats
+
+_GENAI_MARKERS = frozenset(GENAI_MARKERS)
 
 
 class AgentEvalProcessor(SpanProcessor):
@@ -65,7 +68,7 @@ class AgentEvalProcessor(SpanProcessor):
         if s.prometheus_port is not None:
             self._metrics_server, _ = start_http_server(s.prometheus_port, addr=s.prometheus_host, registry=self.registry)
             self.metrics_port = self._metrics_server.server_port
-        self._received = self.stats.spans_received
+        self._count_received = self.stats.spans_received.incrementer()
         self.pipeline.start()
 
     # -- SpanProcessor ---------------------------------------------------------
@@ -74,27 +77,35 @@ class AgentEvalProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            self._received.inc()
-            trace_id = span.context.trace_id
-            active = self.pipeline.active_traces
-            if trace_id in active:
-                self.pipeline.offer(span)
+            self._count_received()
+            # SDK internals first (plain attribute reads are several times cheaper than
+            # the public properties), with the public API as the fallback.
+            trace_id = (getattr(span, "_context", None) or span.context).trace_id
+            pipeline = self.pipeline
+            if trace_id in pipeline.active_traces:
+                pipeline.offer(span)
                 return
             attributes = getattr(span, "_attributes", None)
-            attributes = getattr(attributes, "_dict", attributes) or {}
-            for key in GENAI_MARKERS:
-                if key in attributes:
-                    break
-            else:
+            attributes = getattr(attributes, "_dict", None) or attributes or span.attributes
+            if not attributes or _GENAI_MARKERS.isdisjoint(attributes):
                 return
             scope = span.instrumentation_scope
             if scope is not None and scope.name == SCOPE_NAME:
                 return  # never evaluate our own evaluation spans
-            active[trace_id] = None
-            self.pipeline.offer(span)
+            pipeline.active_traces[trace_id] = None
+            pipeline.offer(span)
         except Exception:
             self.stats.processor_errors.inc()
             self.pipeline.log_once("on_end", "otel-agent-eval: error in on_end")
+
+    @property
+    def log_processor(self) -> AgentEvalLogProcessor:
+        """A LogRecordProcessor feeding GenAI content log records into this pipeline.
+
+        Add it to the app's LoggerProvider when instrumentations record content as
+        log events (event-only mode); ``install()`` does both in one call.
+        """
+        return AgentEvalLogProcessor(self.pipeline)
 
     def shutdown(self) -> None:
         self.pipeline.shutdown(timeout=self.settings.evaluator_timeout_seconds)
@@ -106,3 +117,22 @@ class AgentEvalProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Complete every buffered trace now and wait for its evaluation (up to the timeout)."""
         return self.pipeline.flush(timeout_millis / 1000.0)
+
+
+def install(
+    tracer_provider: Any, logger_provider: Any | None = None, **kwargs: Any
+) -> AgentEvalProcessor:
+    """Attach an AgentEvalProcessor to ``tracer_provider`` and, when given, its log
+    processor to ``logger_provider`` (for content recorded as log events).
+
+    Evaluation spans and log records are emitted through the same providers
+    unless ``kwargs`` name others. Returns the processor (keep it for shutdown).
+    """
+    kwargs.setdefault("tracer_provider", tracer_provider)
+    if logger_provider is not None:
+        kwargs.setdefault("logger_provider", logger_provider)
+    processor = AgentEvalProcessor(**kwargs)
+    tracer_provider.add_span_processor(processor)
+    if logger_provider is not None:
+        logger_provider.add_log_record_processor(processor.log_processor)
+    return processor

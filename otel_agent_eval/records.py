@@ -58,12 +58,40 @@ class SpanRecord:
         return self.status_code == STATUS_ERROR
 
 
+@dataclass(frozen=True, slots=True)
+class LogRecordData:
+    """One log record, reduced to what content joining needs.
+
+    GenAI instrumentations in event-only mode put prompts and completions into log
+    records correlated to spans by ``trace_id`` / ``span_id`` (see ``logs.py``).
+    """
+
+    trace_id: int | None
+    span_id: int | None
+    time_unix_nano: int
+    event_name: str | None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    body: Any = None
+
+
 def trace_id_hex(trace_id: int) -> str:
     return format(trace_id, "032x")
 
 
 def span_id_hex(span_id: int) -> str:
     return format(span_id, "016x")
+
+
+def raw_attributes(span: Any) -> Mapping[str, Any]:
+    """A span's attributes as a plain mapping: the SDK's internal dict when there is one.
+
+    ``ReadableSpan.attributes`` wraps the SDK's ``BoundedAttributes`` in a proxy
+    whose look-ups go through Python-level ``Mapping`` methods; the dict beneath
+    is several times cheaper for the hot path and for copying.
+    """
+    raw = getattr(span, "_attributes", None)
+    raw = getattr(raw, "_dict", raw)
+    return raw if raw is not None else (span.attributes or {})
 
 
 def from_readable_span(span: Any, *, content: bool = True) -> SpanRecord:
@@ -80,7 +108,7 @@ def from_readable_span(span: Any, *, content: bool = True) -> SpanRecord:
     events: tuple[SpanEvent, ...] = ()
     attributes: Mapping[str, Any] = {}
     if content:
-        attributes = dict(span.attributes or {})
+        attributes = dict(raw_attributes(span))
         events = tuple(
             SpanEvent(e.name, e.timestamp or 0, dict(e.attributes or {})) for e in span.events
         )

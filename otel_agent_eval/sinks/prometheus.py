@@ -62,6 +62,9 @@ class PipelineCollector(Collector):
         s = self.stats
         yield _counter("agent_eval_spans_received", "Spans the processor saw end (or the server received)", s.spans_received.value)
         yield _counter("agent_eval_spans_kept", "Spans kept for evaluation (GenAI spans and their trace's ancestors)", s.spans_kept.value)
+        yield _counter(
+            "agent_eval_log_records_kept", "GenAI content log records joined to their spans", s.log_records_kept.value
+        )
         yield _counter("agent_eval_late_spans", "Spans that arrived after their trace was completed (dropped)", s.late_spans.value)
         yield _counter("agent_eval_processor_errors", "Internal errors caught so the app never sees them", s.processor_errors.value)
         yield _labelled("agent_eval_spans_dropped", "Spans dropped, by reason", ["reason"], s.spans_dropped_snapshot())
