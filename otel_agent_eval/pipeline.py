@@ -36,6 +36,8 @@ from .stats import LogOnce, PipelineStats
 _logger = logging.getLogger("otel_agent_eval")
 
 TICK_SECONDS = 0.1
+OWN_SCOPE = "otel_agent_eval"
+"""Instrumentation scope of everything the product emits (see ``sinks/otel.py``)."""
 MAX_ABANDONED_WORKERS = 8
 
 
@@ -214,6 +216,8 @@ class Pipeline:
         """Intake for the server and offline runs: records not yet filtered by the hot-path rule."""
         for record in records:
             self.stats.spans_received.inc()
+            if record.scope_name == OWN_SCOPE:
+                continue  # our own evaluation spans, sent back by a collector
             if is_genai(record.attributes) or record.trace_id in self.active_traces:
                 self.active_traces[record.trace_id] = None
                 self.offer(record)

@@ -83,7 +83,9 @@ class AgentEvalProcessor(SpanProcessor):
             trace_id = (getattr(span, "_context", None) or span.context).trace_id
             pipeline = self.pipeline
             if trace_id in pipeline.active_traces:
-                pipeline.offer(span)
+                scope = span.instrumentation_scope
+                if scope is None or scope.name != SCOPE_NAME:  # never our own evaluation spans
+                    pipeline.offer(span)
                 return
             attributes = getattr(span, "_attributes", None)
             attributes = getattr(attributes, "_dict", None) or attributes or span.attributes

@@ -8,9 +8,11 @@
 Span attribute names (documented in the README):
 ``agent_eval.<evaluator>.score`` (double, absent when the result has none),
 ``agent_eval.<evaluator>.label`` (pass | fail | skipped | error),
-plus ``gen_ai.agent.name``, ``agent_eval.evaluated_span_id``,
+plus ``agent_eval.agent.name``, ``agent_eval.evaluated_span_id``,
 ``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
-returns several results reports its lowest score and worst label.
+returns several results reports its lowest score and worst label. The span
+deliberately carries no ``gen_ai.*`` attribute, so that no reader (this
+product included) mistakes it for an agent span.
 """
 
 from __future__ import annotations
@@ -23,10 +25,9 @@ from opentelemetry._logs import LogRecord, LoggerProvider, SeverityNumber, get_l
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from ..model import EvalResult
-from ..pipeline import EvaluatedTrace
+from ..pipeline import OWN_SCOPE, EvaluatedTrace
 
-SCOPE_NAME = "otel_agent_eval"
-"""Instrumentation scope of everything the product emits; the processor skips it."""
+SCOPE_NAME = OWN_SCOPE
 EVENT_NAME = "gen_ai.evaluation.result"
 LABEL_RANK = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
 MAX_EXPLANATION = 1000
@@ -46,7 +47,7 @@ def evaluated_context(evaluated: EvaluatedTrace) -> Any:
 
 def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     t = evaluated.trace
-    attributes: dict[str, Any] = {"gen_ai.agent.name": t.agent_name}
+    attributes: dict[str, Any] = {"agent_eval.agent.name": t.agent_name}
     if t.agent_span_id:
         attributes["agent_eval.evaluated_span_id"] = t.agent_span_id
     by_evaluator: dict[str, list[EvalResult]] = {}
