@@ -7,12 +7,20 @@ Algorithm (see docs/architecture.md, "Assembly"):
 2. Scopes: every agent span opens a scope; a span belongs to its nearest agent
    ancestor. GenAI spans with no agent ancestor form one implicit scope per local
    root. A nested agent is its own AgentTrace, linked to the parent's step.
-3. Steps: one per LLM span of the scope, in start order. An LLM span nested in
-   another LLM span (two stacked instrumentations) is merged into the outer one.
-4. Each tool span goes to the LLM turn that requested it: by ancestry, then by
-   tool call id, then by (name, canonical arguments), then by time order. It
-   fills in the requested call; a tool span nobody requested is kept, flagged
+   An agent span with no model or tool call of its own that only wraps other
+   agents (OpenInference's ``Agent workflow`` root) is a container, not an agent:
+   its agents are reported in its place.
+3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
+   ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
+   span wins, so nested cycles work). Every other LLM span is one step, in start
+   order. An LLM span nested in another LLM span, or a tool span in a tool span
+   of the same name (two stacked instrumentations), is merged into the outer one.
+4. Each tool span goes to the LLM turn that requested it: by step span, then
+   ancestry, then tool call id, then (name, canonical arguments), then time order.
+   It fills in the requested call; a tool span nobody requested is kept, flagged
    ``requested=False``; a requested call with no tool span stays ``executed=False``.
+5. A call still without an id takes it from a later model call's input, where the
+   call and its result were echoed back with their id.
 """
 
 from __future__ import annotations
@@ -23,9 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dialects import read_operation
-from .dialects.base import AGENT, LLM, TOOL, Message, Operation, canonical_json, span_error
+from .dialects.base import AGENT, LLM, STEP, TOOL, Message, Operation, canonical_json, span_error
 from .model import AgentStep, AgentTrace, TokenUsage, ToolCall
 from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
+
+OWN_SCOPE = "otel_agent_eval"
+"""The instrumentation scope of this package's own evaluation spans (``pipeline.OWN_SCOPE``): never assembled."""
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering a tool span after the LLM span that requested it."""
@@ -54,6 +65,7 @@ class _Scope:
     root: SpanRecord
     llms: list[Operation] = field(default_factory=list)
     tools: list[Operation] = field(default_factory=list)
+    steps: list[Operation] = field(default_factory=list)
     children: list[_Scope] = field(default_factory=list)
     parent: _Scope | None = None
 
@@ -63,6 +75,8 @@ class _TraceAssembly:
         self.records = records
         self.ops: dict[int, Operation] = {}
         for span_id, record in records.items():
+            if record.scope_name == OWN_SCOPE:
+                continue  # kept for ancestry only: our own evaluation spans are no agent
             op = read_operation(record)
             if op is not None:
                 self.ops[span_id] = op
@@ -113,19 +127,25 @@ class _TraceAssembly:
                 scope.parent.children.append(scope)
 
         for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
-            if op.kind not in (LLM, TOOL):
+            if op.kind not in (LLM, TOOL, STEP):
                 continue
-            if self.nearest(op.span_id, TOOL) is not None and op.kind == TOOL:
-                continue  # a tool inside a tool is part of the outer tool's work
             scope = self._scope_of(op, scopes)
-            if op.kind == LLM:
+            if op.kind == STEP:
+                scope.steps.append(op)
+            elif op.kind == LLM:
                 outer = self.nearest(op.span_id, LLM, stop=scope.key)
                 if outer is not None:
-                    _merge_llm(outer, op)
+                    _merge(outer, op)
                     continue
                 scope.llms.append(op)
             else:
+                outer = self.nearest(op.span_id, TOOL, stop=scope.key)
+                if outer is not None:  # a tool inside a tool is part of the outer tool's work
+                    if outer.tool_name in (None, op.tool_name):
+                        _merge(outer, op)
+                    continue
                 scope.tools.append(op)
+        self._drop_containers(scopes)
 
         built: dict[int, AgentTrace] = {}
         roots = [s for s in scopes.values() if s.parent is None]
@@ -139,16 +159,34 @@ class _TraceAssembly:
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
 
+    def _drop_containers(self, scopes: dict[int, _Scope]) -> None:
+        """Remove agent scopes that only wrap other agents; their agents take their place."""
+        for key, scope in list(scopes.items()):
+            if scope.llms or scope.tools or scope.steps or not scope.children:
+                continue
+            for child in scope.children:
+                child.parent = scope.parent
+                if scope.parent is not None:
+                    scope.parent.children.append(child)
+            if scope.parent is not None:
+                scope.parent.children.remove(scope)
+            del scopes[key]
+
     def _scope_of(self, op: Operation, scopes: dict[int, _Scope]) -> _Scope:
         agent = self.nearest(op.span_id, AGENT)
         if agent is not None:
             return scopes[agent.span_id]
         root = self.top(op.span_id)
-        scope = scopes.get(root.span_id)
+        # A parent that is local but missing (dropped, or still open when the trace was
+        # cut at max age) is the real scope: every orphan under it shares one scope,
+        # keyed (and later evaluated) by that parent's id.
+        parent = root.parent_span_id
+        missing = parent if parent is not None and not root.parent_is_remote and parent not in self.records else None
+        key = missing if missing is not None else root.span_id
+        scope = scopes.get(key)
         if scope is None:
-            scope = scopes[root.span_id] = _Scope(root.span_id, self.ops.get(root.span_id), root)
-            if scope.agent is not None and scope.agent.kind != AGENT:
-                scope.agent = None
+            agent = self.ops.get(root.span_id) if missing is None else None
+            scope = scopes[key] = _Scope(key, agent if agent is not None and agent.kind == AGENT else None, root)
         return scope
 
     def _delegating_step(self, child: _Scope, parent: _Scope) -> int | None:
@@ -164,17 +202,18 @@ class _TraceAssembly:
         return candidates[-1] if candidates else None
 
     def _build(self, scope: _Scope) -> AgentTrace:
-        drafts = [_StepDraft.from_llm(op) for op in sorted(scope.llms, key=lambda o: o.record.start_time_unix_nano)]
+        drafts = self._drafts_of(scope)
         if not drafts and scope.tools:
             drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
         for tool in sorted(scope.tools, key=lambda o: o.record.start_time_unix_nano):
             self._owner(tool, drafts).attach(tool)
+        _backfill_call_ids(drafts)
         self._drafts[scope.key] = drafts
         steps = [draft.to_step(i) for i, draft in enumerate(drafts)]
 
         agent = scope.agent
-        members = [op.record for op in scope.llms + scope.tools]
+        members = [op.record for op in scope.llms + scope.tools + scope.steps]
         root = scope.root
         start = min([root.start_time_unix_nano] + [r.start_time_unix_nano for r in members])
         end = max([root.end_time_unix_nano] + [r.end_time_unix_nano for r in members])
@@ -187,7 +226,7 @@ class _TraceAssembly:
         )
         return AgentTrace(
             trace_id=trace_id_hex(root.trace_id),
-            agent_span_id=span_id_hex(root.span_id),
+            agent_span_id=span_id_hex(scope.key),
             agent_name=_agent_name(agent, root, scope),
             conversation_id=conversation,
             input=_task_input(agent, first_llm),
@@ -203,11 +242,35 @@ class _TraceAssembly:
             issues=issues,
         )
 
+    def _drafts_of(self, scope: _Scope) -> list[_StepDraft]:
+        """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
+        by_step: dict[int, list[Operation]] = {step.span_id: [] for step in scope.steps}
+        loose: list[Operation] = []
+        for llm in scope.llms:
+            step = self.nearest(llm.span_id, STEP, stop=scope.key)
+            (by_step[step.span_id] if step is not None else loose).append(llm)
+        for tool in scope.tools:  # a step span counts when a model or tool call ran in it
+            step = self.nearest(tool.span_id, STEP, stop=scope.key)
+            if step is not None and not by_step[step.span_id]:
+                by_step[step.span_id].append(tool)
+        drafts = [_StepDraft.from_llm(llm) for llm in loose]
+        drafts += [
+            _StepDraft.from_step(step, [op for op in by_step[step.span_id] if op.kind == LLM])
+            for step in scope.steps
+            if by_step[step.span_id]
+        ]
+        return sorted(drafts, key=lambda d: d.start)
+
     def _owner(self, tool: Operation, drafts: list[_StepDraft]) -> _StepDraft:
+        step = self.nearest(tool.span_id, STEP)
+        if step is not None:
+            for draft in drafts:
+                if draft.step is not None and draft.step.span_id == step.span_id:
+                    return draft
         llm = self.nearest(tool.span_id, LLM)
         if llm is not None:
             for draft in drafts:
-                if draft.llm is not None and draft.llm.span_id == llm.span_id:
+                if any(own.span_id == llm.span_id for own in draft.llms):
                     return draft
         if tool.tool_call_ids:
             for draft in drafts:
@@ -225,15 +288,36 @@ class _TraceAssembly:
 class _StepDraft:
     start: int
     llm: Operation | None = None
+    """The model call whose text the step reports (the last successful one)."""
+    llms: list[Operation] = field(default_factory=list)
+    step: Operation | None = None
     calls: list[ToolCall] = field(default_factory=list)
     tool_span_ids: list[int] = field(default_factory=list)
     issues: list[str] = field(default_factory=list)
 
     @classmethod
     def from_llm(cls, llm: Operation) -> _StepDraft:
-        draft = cls(start=llm.record.start_time_unix_nano, llm=llm, issues=list(llm.issues))
-        for call in llm.requested_calls():
-            draft.calls.append(ToolCall(name=call.name, arguments=call.arguments, call_id=call.call_id, executed=False))
+        return cls.from_step(None, [llm])
+
+    @classmethod
+    def from_step(cls, step: Operation | None, llms: list[Operation]) -> _StepDraft:
+        """A step from its step span (if any) and the model calls in it, in start order."""
+        llms = sorted(llms, key=lambda o: o.record.start_time_unix_nano)
+        start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
+        draft = cls(start=start, llms=llms, step=step, issues=list(step.issues) if step else [])
+        ok = [llm for llm in llms if llm.error is None]
+        draft.llm = (ok or llms or [None])[-1]
+        if len(llms) > 1:
+            draft.issues.append(f"{len(llms)} model calls in one step; reported the last successful one")
+        seen: set[str] = set()
+        for llm in llms:
+            draft.issues.extend(llm.issues)
+            for call in llm.requested_calls():
+                if call.call_id is not None and call.call_id in seen:
+                    continue
+                if call.call_id is not None:
+                    seen.add(call.call_id)
+                draft.calls.append(ToolCall(name=call.name, arguments=call.arguments, call_id=call.call_id, executed=False))
         return draft
 
     def open_call(self, tool: Operation, by: str) -> ToolCall | None:
@@ -283,19 +367,56 @@ class _StepDraft:
             output=None if has_calls else text,
             tool_calls=self.calls,
             model=llm.model if llm else None,
-            usage=(llm.usage if llm and llm.usage else TokenUsage()),
-            span_ids=[span_id_hex(i) for i in ([llm.span_id] if llm else []) + self.tool_span_ids],
+            usage=sum((o.usage for o in self.llms if o.usage), TokenUsage()),
+            span_ids=[span_id_hex(i) for i in ([self.step.span_id] if self.step else []) + [o.span_id for o in self.llms] + self.tool_span_ids],
             error=llm.error if llm else None,
             issues=self.issues,
         )
 
 
-def _merge_llm(outer: Operation, inner: Operation) -> None:
-    """Two stacked instrumentations recorded one model call: fill the outer one's gaps."""
-    for name in ("model", "input_messages", "output_messages", "usage", "error", "conversation_id"):
-        if getattr(outer, name) is None and getattr(inner, name) is not None:
+_MERGED_FIELDS = (
+    "model", "provider", "input_messages", "output_messages", "usage", "error", "conversation_id",
+    "tool_name", "tool_call_ids", "tool_arguments", "tool_result",
+)
+
+
+def _merge(outer: Operation, inner: Operation) -> None:
+    """Two stacked instrumentations recorded one call: fill the outer one's gaps from the inner one."""
+    for name in _MERGED_FIELDS:
+        if getattr(outer, name) in (None, []) and getattr(inner, name) not in (None, []):
             setattr(outer, name, getattr(inner, name))
     outer.issues.extend(inner.issues)
+
+
+def _backfill_call_ids(drafts: list[_StepDraft]) -> None:
+    """Give id-less executed calls the id a later model call's input echoes for them.
+
+    The next model call sees the assistant's tool calls and the tool results with
+    their ids; match on (name, arguments), else on the result.
+    """
+    for index, draft in enumerate(drafts):
+        for call in draft.calls:
+            if call.call_id is not None or not call.executed:
+                continue
+            for later in drafts[index + 1 :]:
+                call.call_id = _echoed_id(call, later.llm.input_messages if later.llm else None)
+                if call.call_id is not None:
+                    break
+
+
+def _echoed_id(call: ToolCall, messages: list[Message] | None) -> str | None:
+    args = canonical_json(call.arguments)
+    for message in messages or ():
+        for requested in message.tool_calls:
+            if requested.call_id and requested.name == call.name and canonical_json(requested.arguments) == args:
+                return requested.call_id
+    if call.result is not None:
+        result = canonical_json(call.result)
+        for message in messages or ():
+            for call_id, echoed in message.tool_results:
+                if call_id and canonical_json(echoed) == result:
+                    return call_id
+    return None
 
 
 def _agent_name(agent: Operation | None, root: SpanRecord, scope: _Scope) -> str:
@@ -329,9 +450,9 @@ def _task_input(agent: Operation | None, first_llm: Operation | None) -> str | N
 def _final_output(agent: Operation | None, steps: list[AgentStep]) -> str | None:
     if agent is not None:
         text = agent.output_text()
-        if text:
-            return text
+        if text and text.strip():
+            return text.strip()
     for step in reversed(steps):
         if step.output:
-            return step.output
+            return step.output.strip()
     return None

@@ -2,9 +2,24 @@
 
 An ``Operation`` is the dialect-neutral reading of one span: what kind of GenAI
 operation it is (agent, llm, tool, step, workflow) and the fields assembly
-needs. Detection is per span; a span may carry several dialects, and they are
-merged in ``DIALECTS`` order, the more structured source first: a later dialect
-only fills fields an earlier one left empty.
+needs. Every dialect module has:
+
+* ``MARKERS``: attribute keys present on (nearly) every span of that dialect, for
+  the hot path; ``detect(record)``: does this span carry the dialect at all;
+* ``kind(record)``: the kind the dialect states explicitly (an operation name, a
+  span-kind attribute, a known span name), ``OTHER`` when it states that the
+  span is no part of a step (embeddings, a task chain), else None; ``guess_kind(record)``
+  (optional): a kind inferred from which attributes are present;
+* ``extract(record, op)``: fill the fields of ``op`` that are still empty.
+
+How merging works. A span may carry several dialects (ADK native + OpenInference,
+Koog semconv names + legacy indexed content, Strands semconv + span events).
+``read_operation`` first settles the kind: the first explicit ``kind`` in
+``DIALECTS`` order wins; only when no dialect states one is a ``guess_kind``
+used. Then every detected dialect's ``extract`` runs in ``DIALECTS`` order, the
+more structured source first (semconv parts JSON, then vendor JSON, then
+flattened/indexed keys, then free-form strings), and fills only what the earlier
+ones left empty (see ``base.fill``). Unparseable values become ``op.issues``.
 """
 
 from __future__ import annotations
@@ -13,10 +28,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records import SpanRecord
-from . import semconv
-from .base import Message, Operation, RequestedCall
+from . import adk, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
+from .base import AGENT, OTHER, Message, Operation, RequestedCall, span_name_subject
 
-DIALECTS = (semconv,)
+DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
 
 # Attribute keys whose presence marks a span as GenAI for the hot path. Checked
 # with one dict lookup each, so keep this short and specific.
@@ -37,15 +52,22 @@ def is_genai(attributes: Mapping[str, Any] | None) -> bool:
 
 def read_operation(record: SpanRecord) -> Operation | None:
     """Read a span as a GenAI operation, or None when no dialect recognises it."""
-    op: Operation | None = None
-    for dialect in DIALECTS:
-        if not dialect.detect(record):
-            continue
-        if op is None:
-            op = Operation(record=record)
-        dialect.extract(record, op)
-    if op is None or op.kind is None:
+    detected = [dialect for dialect in DIALECTS if dialect.detect(record)]
+    if not detected:
         return None
+    kind = next((k for d in detected if (k := d.kind(record)) is not None), None)
+    if kind is None:
+        kind = next(
+            (k for d in detected if hasattr(d, "guess_kind") and (k := d.guess_kind(record)) is not None),
+            None,
+        )
+    if kind is None or kind == OTHER:
+        return None
+    op = Operation(record=record, kind=kind)
+    for dialect in detected:
+        dialect.extract(record, op)
+    if op.kind == AGENT and not op.agent_name:
+        op.agent_name = span_name_subject(record.name, "invoke_agent", "agent_run", "create_agent")
     return op
 
 

@@ -14,6 +14,8 @@ LLM = "llm"
 TOOL = "tool"
 STEP = "step"
 WORKFLOW = "workflow"
+OTHER = "other"
+"""Stated explicitly by a dialect (embeddings, retrieval, a task chain...): not part of a step."""
 KINDS = (AGENT, LLM, TOOL, STEP, WORKFLOW)
 
 MAX_JSON_CHARS = 1_000_000
@@ -51,6 +53,7 @@ class Operation:
     agent_name: str | None = None
     conversation_id: str | None = None
     model: str | None = None
+    provider: str | None = None
     input_messages: list[Message] | None = None
     output_messages: list[Message] | None = None
     tool_name: str | None = None
@@ -107,6 +110,16 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
         return value
 
 
+def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
+    """Decode a free-form value (a tool result, ``output.value``) only when it looks like an object or list.
+
+    Plain text such as ``3 results`` stays text instead of being reported as malformed JSON.
+    """
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
+        return parse_json_value(value, attribute, issues)
+    return value
+
+
 def as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -141,6 +154,104 @@ def canonical_json(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
+
+
+def fill(op: Operation, **fields: Any) -> None:
+    """Set each field of ``op`` that is still empty (None, or an empty list) to a non-empty value."""
+    for name, value in fields.items():
+        if value is None or value == [] or value == "":
+            continue
+        current = getattr(op, name)
+        if current is None or current == []:
+            setattr(op, name, value)
+
+
+def present(value: Any) -> bool:
+    """False for the placeholders instrumentations write when they know nothing."""
+    return value is not None and value != "" and value != "<not specified>"
+
+
+def first_str(attrs: Any, *keys: str) -> str | None:
+    """The first present attribute among ``keys``, as a string."""
+    for key in keys:
+        value = attrs.get(key)
+        if present(value):
+            return as_str(value)
+    return None
+
+
+def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> TokenUsage | None:
+    """Token usage from the first present key of each list; None when neither is there."""
+    input_tokens = next((as_int(attrs[k]) for k in input_keys if k in attrs), None)
+    output_tokens = next((as_int(attrs[k]) for k in output_keys if k in attrs), None)
+    if input_tokens is None and output_tokens is None:
+        return None
+    return TokenUsage(input_tokens=input_tokens or 0, output_tokens=output_tokens or 0)
+
+
+def text_of(value: Any) -> str | None:
+    """Plain text from a message content that may be a string or a list of content blocks.
+
+    Understands OpenAI (``{"type": "text", "text"}``), semconv (``{"content"}``) and
+    Bedrock/Gemini (``{"text"}``) blocks; other values are returned as JSON.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        value = [value]
+    if isinstance(value, list):
+        texts = []
+        for block in value:
+            if isinstance(block, str):
+                texts.append(block)
+            elif isinstance(block, dict) and block.get("type") in (None, "text", "output_text", "input_text"):
+                text = block.get("text", block.get("content"))
+                if isinstance(text, str):
+                    texts.append(text)
+        if texts:
+            return "\n".join(texts)
+    return canonical_json(value)
+
+
+def span_name_subject(name: str, *prefixes: str) -> str | None:
+    """``agent_run [x]`` / ``invoke_agent x`` -> ``x``: the subject a span name carries."""
+    for prefix in prefixes:
+        if name.startswith(prefix + " "):
+            subject = name[len(prefix) + 1 :].strip()
+            if subject.startswith("[") and subject.endswith("]"):
+                subject = subject[1:-1].strip()
+            return subject or None
+    return None
+
+
+def unwrap_tool_payload(value: Any) -> Any:
+    """Strip the wrappers some instrumentations put around tool arguments and results.
+
+    Traceloop decorators record ``{"args": [...], "kwargs": {...}}``; OpenLLMetry's
+    LangChain callback records ``{"input_str", "inputs", "tags", "metadata", "kwargs"}``
+    for inputs and ``{"output", "kwargs"}`` for outputs, where the output may be a
+    serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
+    """
+    if not isinstance(value, dict):
+        return value
+    keys = set(value)
+    if keys and keys <= {"args", "kwargs"} and isinstance(value.get("args", []), list):
+        args, kwargs = value.get("args") or [], value.get("kwargs") or {}
+        if not args:
+            return kwargs
+        if not kwargs and len(args) == 1:
+            return args[0]
+        return {"args": args, **kwargs} if isinstance(kwargs, dict) else value
+    if ("input_str" in keys or "inputs" in keys) and keys <= {"input_str", "inputs", "tags", "metadata", "kwargs"}:
+        inputs = value.get("inputs")
+        return inputs if inputs not in (None, {}, "") else value.get("input_str")
+    if "output" in keys and keys <= {"output", "kwargs"}:
+        return unwrap_tool_payload(value["output"])
+    if value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and "content" in value["kwargs"]:
+        return value["kwargs"]["content"]
+    return value
 
 
 def span_error(record: SpanRecord) -> str | None:

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import TokenUsage
 from ..records import SpanRecord
 from .base import (
     AGENT,
     LLM,
+    OTHER,
     STEP,
     TOOL,
     WORKFLOW,
     Message,
     Operation,
     RequestedCall,
-    as_int,
     as_str,
+    fill,
+    first_str,
+    maybe_json,
     parse_json_value,
+    present,
     span_error,
+    text_of,
+    unwrap_tool_payload,
+    usage_from,
 )
 
 MARKERS = (
@@ -36,7 +42,7 @@ MARKERS = (
 
 OPERATION_KINDS = {
     "invoke_agent": AGENT,
-    "create_agent": None,
+    "create_agent": OTHER,
     "invoke_workflow": WORKFLOW,
     "chat": LLM,
     "generate_content": LLM,
@@ -46,52 +52,99 @@ OPERATION_KINDS = {
     "execute_event_loop_cycle": STEP,
 }
 
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+"""Carries the span's content as event attributes (Strands latest mode, event-only content joined to a span)."""
+
+CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages")
+
 
 def detect(record: SpanRecord) -> bool:
     attrs = record.attributes
-    return any(key in attrs for key in MARKERS)
+    return any(key in attrs for key in MARKERS) or "gen_ai.input.messages" in attrs
 
 
-def _kind(attrs: Any) -> str | None:
-    operation = attrs.get("gen_ai.operation.name")
-    if operation in OPERATION_KINDS:
-        return OPERATION_KINDS[operation]
-    if operation is not None:
-        return None  # embeddings, retrieval, memory...: not part of a step
+def kind(record: SpanRecord) -> str | None:
+    operation = record.attributes.get("gen_ai.operation.name")
+    if operation is None:
+        return None
+    return OPERATION_KINDS.get(operation, OTHER)  # embeddings, retrieval, memory...: not part of a step
+
+
+def guess_kind(record: SpanRecord) -> str | None:
+    """No operation name (older or partial instrumentations): infer from the attributes present."""
+    attrs = record.attributes
+    if "gen_ai.operation.name" in attrs:
+        return None
     if "gen_ai.tool.name" in attrs:
         return TOOL
-    if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs or "gen_ai.request.model" in attrs:
+    if any(key in attrs for key in CONTENT_KEYS) or "gen_ai.request.model" in attrs:
         return LLM
     if "gen_ai.agent.name" in attrs:
         return AGENT
     return None
 
 
+def content(record: SpanRecord) -> dict[str, Any]:
+    """Content attributes: on the span, else on a ``gen_ai.client.inference.operation.details`` event."""
+    found = {key: record.attributes[key] for key in CONTENT_KEYS if key in record.attributes}
+    for event in record.events:
+        if event.name == DETAILS_EVENT:
+            for key in CONTENT_KEYS:
+                if key not in found and key in event.attributes:
+                    found[key] = event.attributes[key]
+    return found
+
+
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
-    op.kind = op.kind or _kind(attrs)
-    op.agent_name = op.agent_name or as_str(attrs.get("gen_ai.agent.name"))
-    op.conversation_id = op.conversation_id or as_str(attrs.get("gen_ai.conversation.id"))
-    op.model = op.model or as_str(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"))
-    if op.input_messages is None and "gen_ai.input.messages" in attrs:
-        op.input_messages = parse_messages(attrs["gen_ai.input.messages"], "gen_ai.input.messages", issues)
-    if op.output_messages is None and "gen_ai.output.messages" in attrs:
-        op.output_messages = parse_messages(attrs["gen_ai.output.messages"], "gen_ai.output.messages", issues)
+    fill(
+        op,
+        agent_name=as_str(attrs.get("gen_ai.agent.name")) if op.kind == AGENT else None,
+        conversation_id=as_str(attrs.get("gen_ai.conversation.id")),
+        model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model"),
+        provider=first_str(attrs, "gen_ai.provider.name", "gen_ai.system"),
+        error=span_error(record),
+    )
+    found = content(record)
+    if op.input_messages is None and "gen_ai.input.messages" in found:
+        op.input_messages = parse_messages(found["gen_ai.input.messages"], "gen_ai.input.messages", issues)
+    if op.output_messages is None and "gen_ai.output.messages" in found:
+        op.output_messages = parse_messages(found["gen_ai.output.messages"], "gen_ai.output.messages", issues)
     if op.kind == TOOL:
-        op.tool_name = op.tool_name or as_str(attrs.get("gen_ai.tool.name"))
-        if not op.tool_call_ids:
-            op.tool_call_ids = call_ids(attrs.get("gen_ai.tool.call.id"))
-        if op.tool_arguments is None and "gen_ai.tool.call.arguments" in attrs:
-            op.tool_arguments = parse_json_value(attrs["gen_ai.tool.call.arguments"], "gen_ai.tool.call.arguments", issues)
-        if op.tool_result is None and "gen_ai.tool.call.result" in attrs:
-            op.tool_result = parse_json_value(attrs["gen_ai.tool.call.result"], "gen_ai.tool.call.result", issues)
-    if op.usage is None and op.kind == LLM:
-        input_tokens = as_int(attrs.get("gen_ai.usage.input_tokens", attrs.get("gen_ai.usage.prompt_tokens")))
-        output_tokens = as_int(attrs.get("gen_ai.usage.output_tokens", attrs.get("gen_ai.usage.completion_tokens")))
-        if input_tokens is not None or output_tokens is not None:
-            op.usage = TokenUsage(input_tokens=input_tokens or 0, output_tokens=output_tokens or 0)
-    op.error = op.error or span_error(record)
+        _extract_tool(attrs, op)
+    if op.kind == LLM:
+        fill(
+            op,
+            usage=usage_from(
+                attrs,
+                ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+                ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+            ),
+        )
+
+
+def _extract_tool(attrs: Any, op: Operation) -> None:
+    issues = op.issues
+    fill(op, tool_name=first_str(attrs, "gen_ai.tool.name"), tool_call_ids=call_ids(attrs.get("gen_ai.tool.call.id")))
+    if op.tool_arguments is None and present(attrs.get("gen_ai.tool.call.arguments")):
+        value = parse_json_value(attrs["gen_ai.tool.call.arguments"], "gen_ai.tool.call.arguments", issues)
+        op.tool_arguments = unwrap_tool_payload(value)
+    if op.tool_result is None and present(attrs.get("gen_ai.tool.call.result")):
+        value = maybe_json(attrs["gen_ai.tool.call.result"], "gen_ai.tool.call.result", issues)
+        op.tool_result = unwrap_tool_payload(value)
+    # Tool spans that record their content as messages (Strands latest mode): a tool_call
+    # part holds the arguments, a tool_call_response part the result.
+    for message in op.input_messages or ():
+        for call in message.tool_calls:
+            fill(op, tool_name=call.name, tool_arguments=call.arguments)
+            if call.call_id:
+                fill(op, tool_call_ids=[call.call_id])
+    for message in (op.output_messages or []) + (op.input_messages or []):
+        for call_id, result in message.tool_results:
+            fill(op, tool_result=result)
+            if call_id:
+                fill(op, tool_call_ids=[call_id])
 
 
 def call_ids(value: Any) -> list[str]:
@@ -122,11 +175,35 @@ def parse_messages(value: Any, attribute: str, issues: list[str]) -> list[Messag
     return messages
 
 
+def chat_parts(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Parts for a message in the plain chat shape ``{role, content, tool_calls?, tool_call_id?}``.
+
+    That shape is used by the deprecated ``gen_ai.*.message`` / ``gen_ai.choice`` event
+    bodies, single-string ``gen_ai.prompt`` JSON and OpenAI-style message lists.
+    """
+    parts: list[dict[str, Any]] = []
+    content = item.get("content")
+    call_id = item.get("tool_call_id") or (item.get("id") if item.get("role") == "tool" else None)
+    if item.get("role") == "tool" or item.get("tool_call_id"):
+        if content is not None:
+            parts.append({"type": "tool_call_response", "id": call_id, "response": content})
+    elif content is not None and content != "":
+        parts.append({"type": "text", "content": text_of(content)})
+    for call in item.get("tool_calls") or ():
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        parts.append(
+            {"type": "tool_call", "id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")}
+        )
+    return parts
+
+
 def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Message:
     message = Message(role=str(item.get("role") or "unknown"))
     parts = item.get("parts")
-    if parts is None and "content" in item:  # plain {role, content} chat shape
-        parts = [{"type": "text", "content": item["content"]}]
+    if parts is None:
+        parts = chat_parts(item)
     if not isinstance(parts, list):
         parts = []
     for part in parts:

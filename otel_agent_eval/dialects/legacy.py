@@ -1,0 +1,321 @@
+"""Older GenAI conventions still emitted in the wild.
+
+* Indexed ``gen_ai.prompt.{i}.*`` / ``gen_ai.completion.{i}.*`` (OpenLLMetry <= 0.54,
+  Koog, others), with ``tool_calls.{j}.{id,name,arguments}``. Koog quirks: each
+  requested tool call is its own completion index whose ``content`` is a JSON list
+  ``[{function: {name, arguments}, id, type}]``, and both assistant tool-call
+  messages and tool results carry role ``tool``.
+* Single-string ``gen_ai.prompt`` / ``gen_ai.completion`` (semconv <= 1.27 span
+  events ``gen_ai.content.prompt|completion``; LangSmith's OTel export, which also
+  sets ``langsmith.span.kind``).
+* Deprecated message events ``gen_ai.{system,user,assistant,tool}.message`` and
+  ``gen_ai.choice`` as span events, including Strands' Bedrock-style content blocks
+  (``[{"text"}, {"toolUse"}, {"toolResult"}]``).
+* ``gen_ai.system`` as provider, ``gen_ai.usage.prompt_tokens|completion_tokens``,
+  ``llm.request.type``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..records import SpanEvent, SpanRecord
+from .base import (
+    LLM,
+    OTHER,
+    TOOL,
+    Message,
+    Operation,
+    RequestedCall,
+    as_str,
+    fill,
+    first_str,
+    maybe_json,
+    parse_json_value,
+    present,
+    text_of,
+    usage_from,
+)
+from .semconv import parse_message
+
+MARKERS = ("llm.request.type",)
+
+_INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+CHOICE_EVENT = "gen_ai.choice"
+STRING_EVENTS = {"gen_ai.content.prompt": "gen_ai.prompt", "gen_ai.content.completion": "gen_ai.completion"}
+REQUEST_TYPES = {"chat": LLM, "completion": LLM}
+LANGSMITH_KINDS = {"llm": LLM, "chat_model": LLM, "tool": TOOL}
+
+
+def detect(record: SpanRecord) -> bool:
+    attrs = record.attributes
+    if "llm.request.type" in attrs or "gen_ai.prompt" in attrs or "gen_ai.completion" in attrs:
+        return True
+    if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs or "gen_ai.completion.0.content" in attrs:
+        return True
+    return any(e.name in MESSAGE_EVENTS or e.name == CHOICE_EVENT or e.name in STRING_EVENTS for e in record.events)
+
+
+def kind(record: SpanRecord) -> str | None:
+    attrs = record.attributes
+    if "langsmith.span.kind" in attrs:
+        return LANGSMITH_KINDS.get(str(attrs["langsmith.span.kind"]).lower(), OTHER)
+    if "llm.request.type" in attrs:
+        return REQUEST_TYPES.get(str(attrs["llm.request.type"]), OTHER)
+    return None
+
+
+def guess_kind(record: SpanRecord) -> str | None:
+    return LLM  # prompts and completions are what a model call records
+
+
+def extract(record: SpanRecord, op: Operation) -> None:
+    attrs = record.attributes
+    fill(op, provider=first_str(attrs, "gen_ai.system"), model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model"))
+    if op.kind == TOOL:
+        _extract_tool(record, op)
+        return
+    if op.kind != LLM:
+        return
+    indexed = _indexed(attrs, op.issues)
+    fill(op, input_messages=indexed.get("prompt"), output_messages=indexed.get("completion"))
+    fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", op.issues))
+    fill(op, output_messages=_single_string(record, "gen_ai.completion", "assistant", op.issues))
+    events_in, events_out = _from_events(record.events, op.issues)
+    fill(op, input_messages=events_in, output_messages=events_out)
+    fill(
+        op,
+        usage=usage_from(attrs, ("gen_ai.usage.prompt_tokens",), ("gen_ai.usage.completion_tokens",)),
+    )
+
+
+# -- indexed attributes ---------------------------------------------------------
+
+
+def _indexed(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:
+    """``gen_ai.prompt.{i}.*`` and ``gen_ai.completion.{i}.*`` -> message lists by side."""
+    grouped: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in attrs.items():
+        match = _INDEXED.match(key)
+        if match:
+            side, index, field = match.group(1), int(match.group(2)), match.group(3)
+            grouped.setdefault(side, {}).setdefault(index, {})[field] = value
+    result = {}
+    for side, by_index in grouped.items():
+        messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]
+        result[side] = _pair_tool_results(messages)
+    return result
+
+
+def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
+    role = str(fields.get("role") or "unknown")
+    message = Message(role=role)
+    content = fields.get("content")
+    calls = _indexed_calls(fields, prefix, issues)
+    listed = _koog_calls(content, prefix, issues) if isinstance(content, str) else None
+    if listed is not None:  # Koog: the content itself is the list of tool calls
+        calls.extend(listed)
+        content = None
+    message.tool_calls = calls
+    if content is not None and content != "":
+        if role == "tool" or fields.get("tool_call_id"):
+            message.tool_results.append((as_str(fields.get("tool_call_id")), content))
+        else:
+            message.texts.append(_content_text(content, prefix, issues))
+    return message
+
+
+def _indexed_calls(fields: dict[str, Any], prefix: str, issues: list[str]) -> list[RequestedCall]:
+    calls: dict[int, dict[str, Any]] = {}
+    for key, value in fields.items():
+        if key.startswith("tool_calls."):
+            index, _, field = key[len("tool_calls.") :].partition(".")
+            if index.isdigit():
+                calls.setdefault(int(index), {})[field] = value
+    if "function_call.name" in fields:  # pre-tools OpenAI API
+        calls.setdefault(len(calls), {}).update(
+            name=fields["function_call.name"], arguments=fields.get("function_call.arguments")
+        )
+    result = []
+    for index in sorted(calls):
+        call = calls[index]
+        if not present(call.get("name")):
+            issues.append(f"{prefix}.tool_calls.{index}: no name")
+            continue
+        arguments = parse_json_value(call.get("arguments"), f"{prefix}.tool_calls.{index}.arguments", issues)
+        result.append(RequestedCall(str(call["name"]), arguments, as_str(call.get("id"))))
+    return result
+
+
+def _koog_calls(content: str, prefix: str, issues: list[str]) -> list[RequestedCall] | None:
+    """A content that is a JSON list of ``{function: {name, arguments}, id}``, else None."""
+    text = content.strip()
+    if not (text.startswith("[") and '"function"' in text):
+        return None
+    data = parse_json_value(text, f"{prefix}.content", issues)
+    if not isinstance(data, list) or not data or not all(isinstance(d, dict) and isinstance(d.get("function"), dict) for d in data):
+        return None
+    calls = []
+    for item in data:
+        function = item["function"]
+        if not present(function.get("name")):
+            continue
+        arguments = parse_json_value(function.get("arguments"), f"{prefix}.content arguments", issues)
+        calls.append(RequestedCall(str(function["name"]), arguments, as_str(item.get("id"))))
+    return calls
+
+
+def _content_text(content: Any, prefix: str, issues: list[str]) -> str:
+    """Content may be a JSON-encoded list of blocks (OpenLLMetry encodes list content)."""
+    if isinstance(content, str) and content.strip().startswith("[{"):
+        data = parse_json_value(content, f"{prefix}.content", [])
+        if isinstance(data, list):
+            return text_of(data) or content
+    return text_of(content) or ""
+
+
+def _pair_tool_results(messages: list[Message]) -> list[Message]:
+    """Give id-less tool results the ids of the calls they answer, in request order (Koog)."""
+    pending: list[str] = []
+    for message in messages:
+        pending.extend(call.call_id for call in message.tool_calls if call.call_id)
+        for i, (call_id, result) in enumerate(message.tool_results):
+            if call_id is None and pending:
+                message.tool_results[i] = (pending.pop(0), result)
+            elif call_id in pending:
+                pending.remove(call_id)
+    return messages
+
+
+# -- single strings ---------------------------------------------------------------
+
+
+def _single_string(record: SpanRecord, key: str, role: str, issues: list[str]) -> list[Message] | None:
+    value = record.attributes.get(key)
+    if value is None:
+        for event in record.events:
+            if STRING_EVENTS.get(event.name) == key and key in event.attributes:
+                value = event.attributes[key]
+                break
+    if not present(value):
+        return None
+    return messages_from_any(value, role, key, issues)
+
+
+def messages_from_any(value: Any, role: str, attribute: str, issues: list[str]) -> list[Message]:
+    """A prompt/completion given as a message list, a ``{"messages": [...]}`` object or plain text."""
+    data = parse_json_value(value, attribute, issues)
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        data = data["messages"]
+    if isinstance(data, dict) and "role" in data:
+        data = [data]
+    if isinstance(data, list) and data and all(isinstance(d, dict) and "role" in d for d in data):
+        return [parse_message(d, attribute, issues) for d in data]
+    text = text_of(data) if not isinstance(data, str) else data
+    return [Message(role=role, texts=[text])] if text else []
+
+
+# -- deprecated message events -------------------------------------------------------
+
+
+def _from_events(events: tuple[SpanEvent, ...], issues: list[str]) -> tuple[list[Message] | None, list[Message] | None]:
+    inputs: list[Message] = []
+    outputs: list[Message] = []
+    for event in events:
+        if event.name in MESSAGE_EVENTS:
+            inputs.append(event_message(event, MESSAGE_EVENTS[event.name], issues))
+        elif event.name == CHOICE_EVENT:
+            outputs.append(choice_message(event, issues))
+    return (_pair_tool_results(inputs) or None), (outputs or None)
+
+
+def event_message(event: SpanEvent, role: str, issues: list[str]) -> Message:
+    """One ``gen_ai.*.message`` event: ``content`` (text, chat JSON or content blocks), ``tool_calls``, ``id``."""
+    attrs = event.attributes
+    item: dict[str, Any] = {"role": as_str(attrs.get("role")) or role}
+    content = maybe_json(attrs.get("content"), f"{event.name}.content", issues)
+    tool_calls = parse_json_value(attrs.get("tool_calls"), f"{event.name}.tool_calls", issues)
+    if isinstance(content, dict) and ("content" in content or "tool_calls" in content):
+        item.update(content)  # the whole event body was stored as one JSON attribute
+    else:
+        item["content"] = content
+    if isinstance(tool_calls, list):
+        item["tool_calls"] = tool_calls
+    if attrs.get("id") is not None and item["role"] == "tool":
+        item.setdefault("tool_call_id", as_str(attrs.get("id")))
+    return _with_blocks(item, event.name, issues)
+
+
+def choice_message(event: SpanEvent, issues: list[str]) -> Message:
+    """A ``gen_ai.choice`` event: ``message`` is a chat message or Strands content blocks."""
+    message = maybe_json(event.attributes.get("message"), f"{event.name}.message", issues)
+    if isinstance(message, dict) and ("content" in message or "tool_calls" in message):
+        item = {"role": "assistant", **message}
+    else:
+        item = {"role": "assistant", "content": message}
+    return _with_blocks(item, event.name, issues)
+
+
+def _with_blocks(item: dict[str, Any], attribute: str, issues: list[str]) -> Message:
+    """Parse a chat-shaped item whose content may be Bedrock/Strands blocks."""
+    content = item.get("content")
+    if isinstance(content, list) and any(isinstance(b, dict) and ("toolUse" in b or "toolResult" in b) for b in content):
+        message = Message(role=str(item.get("role") or "unknown"))
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if isinstance(block.get("text"), str):
+                message.texts.append(block["text"])
+            elif isinstance(block.get("toolUse"), dict):
+                use = block["toolUse"]
+                message.tool_calls.append(RequestedCall(str(use.get("name") or "unknown"), use.get("input"), as_str(use.get("toolUseId"))))
+            elif isinstance(block.get("toolResult"), dict):
+                result = block["toolResult"]
+                message.tool_results.append((as_str(result.get("toolUseId")), bedrock_result(result.get("content"))))
+        if message.tool_results and not message.texts and not message.tool_calls:
+            message.role = "tool"
+        return message
+    if isinstance(content, list) and all(isinstance(b, dict) for b in content):
+        item = {**item, "content": text_of(content)}
+    return parse_message(item, attribute, issues)
+
+
+def bedrock_result(content: Any) -> Any:
+    """Bedrock tool result content ``[{"text"}|{"json"}]`` -> the text or the JSON value."""
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        block = content[0]
+        if "json" in block:
+            return block["json"]
+        if "text" in block:
+            return block["text"]
+    if isinstance(content, list) and all(isinstance(b, dict) and "text" in b for b in content):
+        return "\n".join(str(b["text"]) for b in content)
+    return content
+
+
+def _extract_tool(record: SpanRecord, op: Operation) -> None:
+    """Tool spans: LangSmith strings, or Strands' ``gen_ai.tool.message`` / ``gen_ai.choice`` events."""
+    attrs = record.attributes
+    issues = op.issues
+    if present(attrs.get("gen_ai.prompt")):
+        fill(op, tool_arguments=parse_json_value(attrs["gen_ai.prompt"], "gen_ai.prompt", issues))
+    if present(attrs.get("gen_ai.completion")):
+        fill(op, tool_result=maybe_json(attrs["gen_ai.completion"], "gen_ai.completion", issues))
+    for event in record.events:
+        if event.name == "gen_ai.tool.message":
+            fill(op, tool_arguments=bedrock_result(parse_json_value(event.attributes.get("content"), "gen_ai.tool.message.content", issues)))
+        elif event.name == CHOICE_EVENT and "message" in event.attributes:
+            value = maybe_json(event.attributes["message"], "gen_ai.choice.message", issues)
+            fill(op, tool_result=bedrock_result(value))
+        else:
+            continue
+        call_id = as_str(event.attributes.get("id"))
+        if present(call_id):
+            fill(op, tool_call_ids=[call_id])

@@ -1,0 +1,176 @@
+"""OpenInference (Arize / Phoenix) flattened attributes.
+
+``openinference.span.kind`` gives the kind; messages are flattened as
+``llm.{input,output}_messages.{i}.message.{role, content, name, tool_call_id,
+contents.{k}.message_content.{type,text}, tool_calls.{j}.tool_call.{id,
+function.name, function.arguments}}``; tool spans keep ``tool.name``, ``tool.id``
+and their arguments / result in the generic ``input.value`` / ``output.value``
+(which Koog also uses on its tool spans, without the span kind).
+Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..records import SpanRecord
+from .base import (
+    AGENT,
+    LLM,
+    OTHER,
+    STEP,
+    TOOL,
+    Message,
+    Operation,
+    RequestedCall,
+    as_str,
+    fill,
+    first_str,
+    maybe_json,
+    parse_json_value,
+    present,
+    text_of,
+    usage_from,
+)
+
+MARKERS = ("openinference.span.kind",)
+
+SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
+_MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
+_CONTENT_KEY = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
+_CALL_KEY = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
+STEP_SPAN_NAMES = ("turn",)
+"""CHAIN spans that stand for one agent turn (OpenAI Agents SDK >= 0.14 ``turn`` custom spans)."""
+
+
+def detect(record: SpanRecord) -> bool:
+    attrs = record.attributes
+    return "openinference.span.kind" in attrs or "input.value" in attrs or "output.value" in attrs
+
+
+def kind(record: SpanRecord) -> str | None:
+    span_kind = record.attributes.get("openinference.span.kind")
+    if span_kind is None:
+        return None
+    span_kind = str(span_kind).upper()
+    if span_kind == "CHAIN" and record.name in STEP_SPAN_NAMES:
+        return STEP
+    return SPAN_KINDS.get(span_kind, OTHER)
+
+
+def extract(record: SpanRecord, op: Operation) -> None:
+    attrs = record.attributes
+    issues = op.issues
+    fill(op, conversation_id=first_str(attrs, "session.id"))
+    if op.kind == LLM:
+        messages = _flattened(attrs, issues)
+        fill(
+            op,
+            input_messages=messages.get("input"),
+            output_messages=messages.get("output"),
+            model=first_str(attrs, "llm.response.model_name", "llm.model_name", "llm.request.model_name"),
+            provider=first_str(attrs, "llm.provider", "llm.system"),
+            usage=usage_from(attrs, ("llm.token_count.prompt",), ("llm.token_count.completion",)),
+        )
+        if op.output_messages is None and present(attrs.get("llm.choices.0.completion.text")):
+            op.output_messages = [Message("assistant", texts=[str(attrs["llm.choices.0.completion.text"])])]
+    elif op.kind == TOOL:
+        _extract_tool(attrs, op)
+    elif op.kind == AGENT:
+        fill(op, agent_name=first_str(attrs, "agent.name", "graph.node.id"))
+        text = _io_text(attrs, "input.value", issues)
+        if text:
+            fill(op, input_messages=[Message("user", texts=[text])])
+        text = _io_text(attrs, "output.value", issues)
+        if text:
+            fill(op, output_messages=[Message("assistant", texts=[text])])
+
+
+def _extract_tool(attrs: Any, op: Operation) -> None:
+    issues = op.issues
+    fill(op, tool_name=first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
+    if op.tool_arguments is None and present(attrs.get("input.value")):
+        op.tool_arguments = parse_json_value(attrs["input.value"], "input.value", issues)
+    if op.tool_arguments is None and present(attrs.get("tool.parameters")):
+        parameters = parse_json_value(attrs["tool.parameters"], "tool.parameters", issues)
+        if not _is_schema(parameters):  # the openai-agents instrumentor puts the JSON schema there
+            op.tool_arguments = parameters
+    if op.tool_result is None and present(attrs.get("output.value")):
+        result = maybe_json(attrs["output.value"], "output.value", issues)
+        if isinstance(result, dict) and set(result) <= {"id", "name", "response"} and "response" in result:
+            if present(result.get("id")):  # ADK + OpenInference: {id, name, response}
+                fill(op, tool_call_ids=[str(result["id"])])
+            result = result["response"]
+        op.tool_result = result
+
+
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, dict) and ("properties" in value or value.get("type") == "object")
+
+
+def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
+    """Plain text of an agent's ``input.value``/``output.value``: a string, or an ADK event's parts."""
+    value = attrs.get(key)
+    if not present(value):
+        return None
+    data = parse_json_value(value, key, [])
+    if isinstance(data, str):
+        return data
+    if isinstance(data, dict):
+        content = data.get("content") if isinstance(data.get("content"), dict) else data.get("new_message")
+        if isinstance(content, dict) and isinstance(content.get("parts"), list):
+            texts = [p["text"] for p in content["parts"] if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            return "".join(texts) or None
+        for field in ("output", "final_output", "input", "text"):
+            if isinstance(data.get(field), str):
+                return data[field]
+    return None  # structured I/O of unknown shape: leave it to the steps
+
+
+def _flattened(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:
+    grouped: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, value in attrs.items():
+        match = _MESSAGE_KEY.match(key)
+        if match:
+            grouped.setdefault(match.group(1), {}).setdefault(int(match.group(2)), {})[match.group(3)] = value
+    return {
+        side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]
+        for side, by_index in grouped.items()
+    }
+
+
+def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
+    role = str(fields.get("role") or "unknown")
+    message = Message(role=role)
+    contents: dict[int, dict[str, Any]] = {}
+    calls: dict[int, dict[str, Any]] = {}
+    for key, value in fields.items():
+        if match := _CONTENT_KEY.match(key):
+            contents.setdefault(int(match.group(1)), {})[match.group(2)] = value
+        elif match := _CALL_KEY.match(key):
+            calls.setdefault(int(match.group(1)), {})[match.group(2)] = value
+    texts = [] if fields.get("content") is None else [text_of(fields["content"]) or ""]
+    for index in sorted(contents):
+        part = contents[index]
+        if part.get("type") == "reasoning" and present(part.get("text")):
+            message.reasoning.append(str(part["text"]))
+        elif part.get("type") in (None, "text") and present(part.get("text")):
+            texts.append(str(part["text"]))
+    for index in sorted(calls):
+        call = calls[index]
+        name = call.get("function.name")
+        if not present(name):
+            issues.append(f"{prefix}.message.tool_calls.{index}: no function name")
+            continue
+        arguments = parse_json_value(call.get("function.arguments"), f"{prefix} tool_call arguments", issues)
+        message.tool_calls.append(RequestedCall(str(name), arguments, as_str(call.get("id"))))
+    if "function_call_name" in fields:  # legacy OpenAI function calling
+        arguments = parse_json_value(fields.get("function_call_arguments_json"), f"{prefix} function_call arguments", issues)
+        message.tool_calls.append(RequestedCall(str(fields["function_call_name"]), arguments))
+    if role == "tool" or present(fields.get("tool_call_id")):
+        if texts:
+            message.tool_results.append((as_str(fields.get("tool_call_id")), "\n".join(texts)))
+    else:
+        message.texts.extend(t for t in texts if t)
+    return message

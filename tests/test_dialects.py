@@ -1,0 +1,279 @@
+"""Each dialect reads the same agent behaviour into the same steps.
+
+Scenario everywhere: the model asks for two parallel calls (get_weather Paris, get_time
+Paris), both tools run, the model answers. Attribute names mirror what the real
+instrumentations emit (sources cited per builder).
+"""
+
+from __future__ import annotations
+
+import json
+
+from otel_agent_eval import assemble
+from otel_agent_eval.dialects import GENAI_MARKERS, is_genai, read_operation
+from otel_agent_eval.records import STATUS_ERROR, SpanEvent, SpanRecord
+
+QUESTION = "Weather and time in Paris?"
+ANSWER = "Rainy, 57°F; it is 10:00."
+CALLS = [("call_1", "get_weather", {"city": "Paris"}, "rainy, 57°F"), ("call_2", "get_time", {"city": "Paris"}, "10:00")]
+
+
+MS = 1_000_000
+
+
+def span(span_id: int, name: str, start: int, end: int, parent: int | None = 1, **kw) -> SpanRecord:
+    """A span; times in milliseconds."""
+    return SpanRecord(trace_id=7, span_id=span_id, parent_span_id=parent, name=name,
+                      start_time_unix_nano=start * MS, end_time_unix_nano=end * MS, **kw)
+
+
+def structure(spans: list[SpanRecord]) -> list[tuple]:
+    (trace,) = assemble(spans)
+    return [
+        (step.output, [(c.name, c.arguments, c.result, c.call_id, c.requested, c.executed) for c in step.tool_calls])
+        for step in trace.steps
+    ]
+
+
+EXPECTED = [
+    (None, [(n, a, r, i, True, True) for i, n, a, r in CALLS]),
+    (ANSWER, []),
+]
+
+
+def semconv_spans() -> list[SpanRecord]:
+    # OTel GenAI semconv v1.37+ (pydantic-ai v5, Microsoft Agent Framework, openai-v2 SPAN_ONLY)
+    requested = [{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a, _ in CALLS]}]
+    results = [{"role": "tool", "parts": [{"type": "tool_call_response", "id": i, "response": r} for i, _, _, r in CALLS]}]
+    user = [{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]
+    return [
+        span(1, "invoke_agent weather", 0, 100, None, attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather"}),
+        span(2, "chat gpt-4o", 1, 10, attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+             "gen_ai.input.messages": json.dumps(user), "gen_ai.output.messages": json.dumps(requested)}),
+        *[span(3 + k, f"execute_tool {n}", 11, 20, attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": n,
+               "gen_ai.tool.call.id": i, "gen_ai.tool.call.arguments": json.dumps(a), "gen_ai.tool.call.result": r})
+          for k, (i, n, a, r) in enumerate(CALLS)],
+        span(9, "chat gpt-4o", 21, 30, attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+             "gen_ai.input.messages": json.dumps(user + requested + results),
+             "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}])}),
+    ]
+
+
+def legacy_indexed_spans() -> list[SpanRecord]:
+    # OpenLLMetry <= 0.54 (opentelemetry-instrumentation-openai span_utils) + traceloop-sdk @agent/@tool
+    first = {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o",
+             "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": QUESTION,
+             "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.finish_reason": "tool_calls"}
+    for j, (i, n, a, _) in enumerate(CALLS):
+        first |= {f"gen_ai.completion.0.tool_calls.{j}.id": i, f"gen_ai.completion.0.tool_calls.{j}.name": n,
+                  f"gen_ai.completion.0.tool_calls.{j}.arguments": json.dumps(a)}
+    second = {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o",
+              "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": QUESTION,
+              "gen_ai.prompt.1.role": "tool", "gen_ai.prompt.1.content": "rainy, 57°F", "gen_ai.prompt.1.tool_call_id": "call_1",
+              "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": ANSWER}
+    return [
+        span(1, "weather.agent", 0, 100, None, attributes={"traceloop.span.kind": "agent", "traceloop.entity.name": "weather"}),
+        span(2, "openai.chat", 1, 10, attributes=first),
+        *[span(3 + k, f"{n}.tool", 11, 20, attributes={"traceloop.span.kind": "tool", "traceloop.entity.name": n,
+               "traceloop.entity.input": json.dumps({"args": [], "kwargs": a}), "traceloop.entity.output": json.dumps(r)})
+          for k, (i, n, a, r) in enumerate(CALLS)],
+        span(9, "openai.chat", 21, 30, attributes=second),
+    ]
+
+
+def openinference_spans() -> list[SpanRecord]:
+    # Arize-ai/openinference spec/semantic_conventions.md; TOOL spans without tool.id
+    # (openai-agents / langchain instrumentors), as in the recorded openai-agents trace.
+    first = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+             "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": QUESTION,
+             "llm.output_messages.0.message.role": "assistant"}
+    for j, (i, n, a, _) in enumerate(CALLS):
+        prefix = f"llm.output_messages.0.message.tool_calls.{j}.tool_call"
+        first |= {f"{prefix}.id": i, f"{prefix}.function.name": n, f"{prefix}.function.arguments": json.dumps(a)}
+    second = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+              "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": QUESTION,
+              "llm.output_messages.0.message.role": "assistant",
+              "llm.output_messages.0.message.contents.0.message_content.type": "text",
+              "llm.output_messages.0.message.contents.0.message_content.text": ANSWER}
+    return [
+        span(1, "weather", 0, 100, None, attributes={"openinference.span.kind": "AGENT", "agent.name": "weather"}),
+        span(2, "response", 1, 10, attributes=first),
+        *[span(3 + k, n, 11, 20, attributes={"openinference.span.kind": "TOOL", "tool.name": n,
+               "input.value": json.dumps(a), "output.value": r}) for k, (i, n, a, r) in enumerate(CALLS)],
+        span(9, "response", 21, 30, attributes=second),
+    ]
+
+
+def vercel_legacy_spans() -> list[SpanRecord]:
+    # vercel/ai packages/otel/src/legacy-open-telemetry.ts (+ __snapshots__ "should record successful tool call")
+    calls = [{"toolCallType": "function", "toolCallId": i, "toolName": n, "input": json.dumps(a)} for i, n, a, _ in CALLS]
+    prompt = [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]
+    return [
+        span(1, "ai.generateText", 0, 100, None, attributes={"ai.operationId": "ai.generateText", "ai.telemetry.functionId": "weather",
+             "ai.prompt": json.dumps({"prompt": QUESTION}), "ai.response.text": ANSWER}),
+        span(2, "ai.generateText.doGenerate", 1, 10, attributes={"ai.operationId": "ai.generateText.doGenerate",
+             "ai.model.id": "gpt-4o", "ai.prompt.messages": json.dumps(prompt), "ai.response.toolCalls": json.dumps(calls),
+             "ai.usage.promptTokens": 10, "ai.usage.completionTokens": 5}),
+        *[span(3 + k, "ai.toolCall", 11, 20, attributes={"ai.operationId": "ai.toolCall", "ai.toolCall.name": n,
+               "ai.toolCall.id": i, "ai.toolCall.args": json.dumps(a), "ai.toolCall.result": r})
+          for k, (i, n, a, r) in enumerate(CALLS)],
+        span(9, "ai.generateText.doGenerate", 21, 30, attributes={"ai.operationId": "ai.generateText.doGenerate",
+             "ai.model.id": "gpt-4o", "ai.prompt.messages": json.dumps(prompt), "ai.response.text": ANSWER}),
+    ]
+
+
+def strands_spans() -> list[SpanRecord]:
+    # strands-agents/sdk-python src/strands/telemetry/tracer.py (default mode): content in span
+    # events with Bedrock content blocks; one execute_event_loop_cycle span per turn.
+    uses = [{"toolUse": {"toolUseId": i, "name": n, "input": a}} for i, n, a, _ in CALLS]
+    cycle = {"gen_ai.operation.name": "execute_event_loop_cycle"}
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.system": "strands-agents", "gen_ai.request.model": "claude"}
+    user = SpanEvent("gen_ai.user.message", 1, {"content": json.dumps([{"text": QUESTION}])})
+    return [
+        span(1, "invoke_agent weather", 0, 100, None, attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather"}),
+        span(2, "execute_event_loop_cycle", 1, 20, attributes=cycle),
+        span(3, "chat", 1, 10, 2, attributes=chat, events=(
+            user, SpanEvent("gen_ai.choice", 9, {"finish_reason": "tool_use", "message": json.dumps(uses)}))),
+        *[span(4 + k, f"execute_tool {n}", 11, 19, 2, attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": n,
+               "gen_ai.tool.call.id": i}, events=(
+               SpanEvent("gen_ai.tool.message", 11, {"role": "tool", "content": json.dumps(a), "id": i}),
+               SpanEvent("gen_ai.choice", 19, {"message": json.dumps([{"text": r}]), "id": i})))
+          for k, (i, n, a, r) in enumerate(CALLS)],
+        span(8, "execute_event_loop_cycle", 21, 40, 2, attributes=cycle),  # cycles nest in Strands
+        span(9, "chat", 21, 30, 8, attributes=chat, events=(
+            user, SpanEvent("gen_ai.choice", 30, {"finish_reason": "end_turn", "message": json.dumps([{"text": ANSWER}])}))),
+    ]
+
+
+def test_same_behaviour_same_steps_in_every_dialect() -> None:
+    for build in (semconv_spans, legacy_indexed_spans, openinference_spans, vercel_legacy_spans, strands_spans):
+        assert structure(build()) == EXPECTED, build.__name__
+
+
+def test_agent_names_and_inputs_per_dialect() -> None:
+    for build in (semconv_spans, legacy_indexed_spans, openinference_spans, vercel_legacy_spans, strands_spans):
+        (trace,) = assemble(build())
+        assert trace.agent_name == "weather", build.__name__
+        assert trace.final_output == ANSWER, build.__name__
+        assert trace.content_captured, build.__name__
+
+
+def test_markers_are_few_and_detect_every_dialect() -> None:
+    assert len(GENAI_MARKERS) <= 12
+    for build in (semconv_spans, legacy_indexed_spans, openinference_spans, vercel_legacy_spans, strands_spans):
+        assert any(is_genai(s.attributes) for s in build()), build.__name__
+    assert not is_genai({"http.method": "GET"})
+
+
+def test_adk_native_gemini_json_without_openinference() -> None:
+    # google/adk-python telemetry/tracing.py: call_llm -> execute_tool nested; no id in model output
+    request = {"model": "gemini-2.0-flash", "contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    response = {"content": {"role": "model", "parts": [{"function_call": {"name": "say_hello", "args": {}}}]}}
+    final = {"content": {"role": "model", "parts": [{"text": "Hello!"}]}}
+    adk = {"gen_ai.system": "gcp.vertex.agent", "gen_ai.request.model": "gemini-2.0-flash"}
+    spans = [
+        span(1, "agent_run [hello_agent]", 0, 100, None, scope_name="gcp.vertex.agent"),
+        span(2, "call_llm", 1, 20, attributes=adk | {"gcp.vertex.agent.llm_request": json.dumps(request),
+             "gcp.vertex.agent.llm_response": json.dumps(response)}),
+        span(3, "execute_tool say_hello", 15, 16, 2, attributes=adk | {"gen_ai.operation.name": "execute_tool",
+             "gen_ai.tool.name": "say_hello", "gen_ai.tool.call.id": "adk-1", "gcp.vertex.agent.tool_call_args": "{}",
+             "gcp.vertex.agent.tool_response": json.dumps({"greeting": "Hello"})}),
+        span(4, "call_llm", 21, 30, attributes=adk | {"gcp.vertex.agent.llm_request": json.dumps(request),
+             "gcp.vertex.agent.llm_response": json.dumps(final)}),
+    ]
+    (trace,) = assemble(spans)
+    assert trace.agent_name == "hello_agent"
+    assert [(c.name, c.arguments, c.result, c.call_id) for c in trace.steps[0].tool_calls] == [
+        ("say_hello", {}, {"greeting": "Hello"}, "adk-1")]
+    assert trace.final_output == "Hello!"
+
+
+def test_legacy_single_string_and_message_events() -> None:
+    # semconv <= 1.27: gen_ai.content.prompt / gen_ai.content.completion span events
+    llm = span(2, "chat", 1, 10, None, attributes={"gen_ai.system": "openai", "gen_ai.request.model": "m"}, events=(
+        SpanEvent("gen_ai.content.prompt", 1, {"gen_ai.prompt": json.dumps([{"role": "user", "content": "hi"}])}),
+        SpanEvent("gen_ai.content.completion", 9, {"gen_ai.completion": "hello there"})))
+    op = read_operation(llm)
+    assert op.input_messages[0].text == "hi"
+    assert op.output_text() == "hello there"
+    # semconv 1.28-1.36 deprecated events, OpenAI-shaped body (tool_calls with function)
+    llm = span(3, "chat", 1, 10, None, attributes={"gen_ai.operation.name": "chat"}, events=(
+        SpanEvent("gen_ai.user.message", 1, {"content": "weather?"}),
+        SpanEvent("gen_ai.choice", 9, {"index": 0, "finish_reason": "tool_calls", "message": json.dumps(
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})})))
+    (call,) = read_operation(llm).requested_calls()
+    assert (call.name, call.arguments, call.call_id) == ("get_weather", {"city": "Paris"}, "c1")
+
+
+def test_koog_tool_calls_as_content_list_and_role_tool_results() -> None:
+    # Koog (ai.koog): each tool call its own completion index, content = JSON list; results role=tool
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+             "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "greet Bob",
+             "gen_ai.prompt.1.role": "tool", "gen_ai.prompt.1.content": json.dumps(
+                 [{"function": {"name": "HelloTool", "arguments": {"name": "Bob"}}, "id": "c1", "type": "function"}]),
+             "gen_ai.prompt.2.role": "tool", "gen_ai.prompt.2.content": "Hello Bob!",
+             "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Done."}
+    op = read_operation(span(1, "llm.chat", 0, 1, None, attributes=attrs))
+    assert [(c.name, c.call_id) for m in op.input_messages for c in m.tool_calls] == [("HelloTool", "c1")]
+    assert [r for m in op.input_messages for r in m.tool_results] == [("c1", "Hello Bob!")]
+    assert op.output_text() == "Done."
+
+
+def test_traceloop_langchain_wrappers_are_unwrapped() -> None:
+    # OpenLLMetry langchain callback_handler: {"input_str", "inputs", ...} / {"output", "kwargs"}
+    tool = span(1, "execute_tool search", 0, 1, None, attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+        "gen_ai.tool.call.arguments": json.dumps({"input_str": "{'q': 'x'}", "tags": [], "metadata": {}, "inputs": {"q": "x"}, "kwargs": {}}),
+        "gen_ai.tool.call.result": json.dumps({"output": {"lc": 1, "type": "constructor", "id": ["ToolMessage"],
+                                               "kwargs": {"content": "found", "tool_call_id": "c9"}}, "kwargs": {}})})
+    op = read_operation(tool)
+    assert (op.tool_arguments, op.tool_result) == ({"q": "x"}, "found")
+    decorated = span(2, "search.tool", 0, 1, None, attributes={"traceloop.span.kind": "tool", "traceloop.entity.name": "search",
+                     "traceloop.entity.input": json.dumps({"args": ["x"], "kwargs": {}})})
+    assert read_operation(decorated).tool_arguments == "x"
+
+
+def test_openinference_adk_output_wrapper_gives_id_and_result() -> None:
+    tool = span(1, "execute_tool say_hello", 0, 1, None, attributes={"openinference.span.kind": "TOOL", "tool.name": "say_hello",
+                "output.value": json.dumps({"id": "adk-9", "name": "say_hello", "response": {"ok": True}})})
+    op = read_operation(tool)
+    assert (op.tool_call_ids, op.tool_result) == (["adk-9"], {"ok": True})
+
+
+def test_malformed_json_becomes_a_step_issue_not_a_crash() -> None:
+    spans = semconv_spans()
+    broken = dict(spans[1].attributes, **{"gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "tool_'})
+    spans[1] = span(2, "chat gpt-4o", 1, 10, attributes=broken)
+    (trace,) = assemble(spans)
+    assert any("malformed JSON" in issue for issue in trace.steps[0].issues)
+    # the tools still ran and are kept, flagged as not requested by a turn whose output was unreadable
+    assert [c.name for c in trace.steps[0].tool_calls] == ["get_weather", "get_time"]
+
+
+def test_malformed_attributes_in_every_dialect_do_not_crash() -> None:
+    garbage = ["{", "[1, 2", "null", "42", "", "<not specified>", '{"a": ' * 50, 3.5, ("a", "b")]
+    keys = ["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "llm.input_messages.0.message.content",
+            "gen_ai.prompt.0.content", "gen_ai.completion.0.content", "ai.response.toolCalls", "ai.prompt.messages",
+            "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response", "tool_arguments", "traceloop.entity.input",
+            "input.value", "output.value", "gen_ai.prompt", "gen_ai.completion", "gen_ai.tool.call.id"]
+    markers = [{"gen_ai.operation.name": "chat"}, {"openinference.span.kind": "LLM"}, {"ai.operationId": "ai.generateText.doGenerate"},
+               {"llm.request.type": "chat"}, {"gen_ai.system": "gcp.vertex.agent"}, {"gen_ai.operation.name": "execute_tool"}]
+    for marker in markers:
+        for value in garbage:
+            attrs = dict(marker, **{key: value for key in keys})
+            events = (SpanEvent("gen_ai.choice", 1, {"message": value}), SpanEvent("gen_ai.user.message", 1, {"content": value}))
+            assemble([span(1, "call_llm", 0, 1, None, attributes=attrs, events=events, status_code=STATUS_ERROR)])
+
+
+def test_truncated_attribute_is_kept_with_an_issue() -> None:
+    # exporters cut long attribute values (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
+    full = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "x" * 500}]}])
+    op = read_operation(span(1, "chat m", 0, 1, None, attributes={"gen_ai.operation.name": "chat", "gen_ai.output.messages": full[:100]}))
+    assert op.output_messages is None
+    assert op.issues and "gen_ai.output.messages" in op.issues[0]
+
+
+def test_unknown_dialect_gives_no_trace() -> None:
+    assert assemble([span(1, "GET /", 0, 1, None, attributes={"http.method": "GET"})]) == []
