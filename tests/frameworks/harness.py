@@ -1,0 +1,198 @@
+"""Shared helpers for the real-framework tests: recording what the processor evaluated, reading
+log records back as ``LogRecordData``, and building expected AgentSteps from literal content plus
+the ids and times of the spans that carry it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_agent_eval import AgentStep, AgentTrace, TokenUsage, ToolCall, assemble
+from otel_agent_eval.logs import join_log_records
+from otel_agent_eval.pipeline import EvaluatedTrace
+from otel_agent_eval.records import LogRecordData, from_readable_span
+
+OWN_SCOPE = "otel_agent_eval"
+
+
+class RecordingSink:
+    """Records what the pipeline hands its sinks: the evaluated AgentTraces and their results."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.evaluated: list[EvaluatedTrace] = []
+
+    def emit(self, evaluated: EvaluatedTrace) -> None:
+        self.evaluated.append(evaluated)
+
+
+def hex_span(span: ReadableSpan) -> str:
+    return format(span.context.span_id, "016x")
+
+
+def hex_trace(span: ReadableSpan) -> str:
+    return format(span.context.trace_id, "032x")
+
+
+def log_data(readable_logs: Iterable[Any]) -> list[LogRecordData]:
+    """SDK ``ReadableLogRecord``s (from an InMemoryLogRecordExporter) as the pipeline's LogRecordData,
+    exactly as ``AgentEvalLogProcessor.on_emit`` builds them. Our own evaluation records are left out."""
+    out = []
+    for readable in readable_logs:
+        record = readable.log_record
+        name = record.event_name or (record.attributes or {}).get("event.name")
+        if name == "gen_ai.evaluation.result":
+            continue
+        out.append(LogRecordData(
+            trace_id=record.trace_id,
+            span_id=record.span_id,
+            time_unix_nano=record.timestamp or record.observed_timestamp or 0,
+            event_name=name,
+            attributes=dict(record.attributes or {}),
+            body=record.body,
+        ))
+    return out
+
+
+def assemble_with_logs(spans: Sequence[ReadableSpan], logs: Iterable[Any] = ()) -> list[AgentTrace]:
+    """What a backend holding both signals would assemble: spans joined with their log records."""
+    spans = [s for s in spans if s.instrumentation_scope is None or s.instrumentation_scope.name != OWN_SCOPE]
+    return assemble(join_log_records([from_readable_span(s) for s in spans], log_data(logs)))
+
+
+def dump(trace: AgentTrace) -> dict[str, Any]:
+    return trace.model_dump(mode="json")
+
+
+def shape(trace: AgentTrace) -> dict[str, Any]:
+    """A trace without span ids and times: what two runs of the same behaviour must share."""
+
+    def strip(d: Any) -> Any:
+        if isinstance(d, dict):
+            return {k: strip(v) for k, v in d.items() if k not in {
+                "trace_id", "agent_span_id", "span_id", "span_ids", "start_time_unix_nano", "end_time_unix_nano"}}
+        if isinstance(d, list):
+            return [strip(v) for v in d]
+        return d
+
+    return strip(dump(trace))
+
+
+def call(
+    span: ReadableSpan,
+    name: str,
+    arguments: Any,
+    result: Any,
+    *,
+    call_id: str | None,
+    error: str | None = None,
+) -> ToolCall:
+    """An executed, requested call; ids and times from its tool span."""
+    return ToolCall(
+        name=name,
+        arguments=arguments,
+        result=result,
+        error=error,
+        call_id=call_id,
+        span_id=hex_span(span),
+        start_time_unix_nano=span.start_time,
+        end_time_unix_nano=span.end_time,
+        requested=True,
+        executed=True,
+    )
+
+
+def step(
+    index: int,
+    llm: ReadableSpan,
+    calls: Sequence[ToolCall] = (),
+    *,
+    model: str | None,
+    usage: tuple[int, int],
+    thought: str | None = None,
+    output: str | None = None,
+    turn: ReadableSpan | None = None,
+) -> AgentStep:
+    """One step; ``turn``: its explicit step span (OpenAI Agents ``turn``), listed first in span_ids."""
+    return AgentStep(
+        index=index,
+        thought=thought,
+        output=output,
+        tool_calls=list(calls),
+        model=model,
+        usage=TokenUsage(input_tokens=usage[0], output_tokens=usage[1]),
+        span_ids=[*([hex_span(turn)] if turn is not None else []), hex_span(llm), *(c.span_id for c in calls)],
+        error=None,
+        issues=[],
+    )
+
+
+def trace(
+    agent: ReadableSpan,
+    agent_name: str,
+    *,
+    input: str | None,
+    final_output: str | None,
+    steps: list[AgentStep],
+    children: list[AgentTrace] = (),
+    parent_step_index: int | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    conversation_id: str | None = None,
+) -> AgentTrace:
+    return AgentTrace(
+        trace_id=hex_trace(agent),
+        agent_span_id=hex_span(agent),
+        agent_name=agent_name,
+        conversation_id=conversation_id,
+        input=input,
+        final_output=final_output,
+        steps=steps,
+        children=list(children),
+        parent_step_index=parent_step_index,
+        status="ok",
+        error=None,
+        start_time_unix_nano=agent.start_time if start is None else start,
+        end_time_unix_nano=agent.end_time if end is None else end,
+        usage=sum((s.usage for s in steps), TokenUsage()),
+        content_captured=True,
+        issues=[],
+    )
+
+
+def only(spans: Iterable[ReadableSpan], predicate: Callable[[ReadableSpan], bool]) -> ReadableSpan:
+    found = [s for s in spans if predicate(s)]
+    assert len(found) == 1, [s.name for s in found]
+    return found[0]
+
+
+def differences(actual: Any, expected: Any, path: str = "") -> list[str]:
+    """Readable leaf differences between two dumps (``path: actual != expected``)."""
+    if isinstance(actual, dict) and isinstance(expected, dict):
+        out = []
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            out += differences(actual.get(key, "<missing>"), expected.get(key, "<missing>"), f"{path}.{key}")
+        return out
+    if isinstance(actual, list) and isinstance(expected, list):
+        if len(actual) != len(expected):
+            return [f"{path}: {len(actual)} items != {len(expected)} expected: {_short(actual)} != {_short(expected)}"]
+        out = []
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            out += differences(a, e, f"{path}[{i}]")
+        return out
+    return [] if actual == expected else [f"{path}: {actual!r} != {expected!r}"]
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def assert_traces(actual: Sequence[AgentTrace], expected: Sequence[AgentTrace]) -> None:
+    """Equal dumps, with a leaf-by-leaf diff as the failure message."""
+    got, want = [dump(t) for t in actual], [dump(t) for t in expected]
+    assert got == want, "\n".join(differences(got, want))

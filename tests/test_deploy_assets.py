@@ -1,0 +1,258 @@
+"""Static checks of deploy/: the metric contract, rules conventions, dashboards.
+
+Also the shared helpers of the other tests/test_deploy_*.py modules: the metric
+contract (the one list of metric names), PromQL inventories and binary lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+RULES_FILE = DEPLOY / "prometheus" / "rules" / "agent-eval.rules.yml"
+DASHBOARD_DIR = DEPLOY / "grafana" / "dashboards"
+README = DEPLOY / "README.md"
+
+# The metrics the product exports (the contract). name -> type.
+CONTRACT_METRICS: dict[str, str] = {
+    "agent_eval_score": "histogram",
+    "agent_eval_results_total": "counter",
+    "agent_eval_spans_received_total": "counter",
+    "agent_eval_spans_kept_total": "counter",
+    "agent_eval_late_spans_total": "counter",
+    "agent_eval_traces_completed_total": "counter",
+    "agent_eval_agent_traces_total": "counter",
+    "agent_eval_sampling_decisions_total": "counter",
+    "agent_eval_traces_evaluated_total": "counter",
+    "agent_eval_dropped_total": "counter",
+    "agent_eval_spans_dropped_total": "counter",
+    "agent_eval_log_records_kept_total": "counter",
+    "agent_eval_sink_errors_total": "counter",
+    "agent_eval_evaluator_errors_total": "counter",
+    "agent_eval_evaluation_duration_seconds": "histogram",
+    "agent_eval_queue_depth": "gauge",
+    "agent_eval_buffered_traces": "gauge",
+    "agent_eval_processor_errors_total": "counter",
+}
+
+# Values used for Grafana's variables when running dashboard queries directly.
+TEMPLATE_VALUES = {
+    "$__rate_interval": "1m",
+    "$__interval": "1m",
+    "$__range": "1h",
+    "${datasource}": "prometheus",
+    "$datasource": "prometheus",
+    "${agent}": ".*",
+    "$agent": ".*",
+    "${evaluator}": ".*",
+    "$evaluator": ".*",
+}
+
+_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
+
+
+def yaml_module() -> Any:
+    """PyYAML, or skip (fail under CI) when it is not installed."""
+    try:
+        import yaml
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("PyYAML is required (add pyyaml to the test extras)")
+        pytest.skip("PyYAML is not installed")
+    return yaml
+
+
+def require_binary(name: str) -> str:
+    """Path of a binary; skip when missing, except under CI=true where it fails."""
+    path = shutil.which(name)
+    if path is None:
+        reason = f"{name} not found: apt-get update && apt-get install -y prometheus"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+def exposed_names() -> set[str]:
+    """Every series name the contract produces (histograms expand to their parts)."""
+    names: set[str] = set()
+    for name, kind in CONTRACT_METRICS.items():
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+        else:
+            names.add(name)
+    return names
+
+
+def rule_groups() -> list[dict[str, Any]]:
+    """The groups of the rules file."""
+    return yaml_module().safe_load(RULES_FILE.read_text())["groups"]
+
+
+def rules() -> list[dict[str, Any]]:
+    """Every recording and alerting rule."""
+    return [r for g in rule_groups() for r in g["rules"]]
+
+
+def recorded_names() -> set[str]:
+    """Names of the series the recording rules produce."""
+    return {r["record"] for r in rules() if "record" in r}
+
+
+def dashboards() -> dict[str, dict[str, Any]]:
+    """Committed dashboards by file name."""
+    return {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARD_DIR.glob("*.json"))}
+
+
+def _panels(model: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for panel in model.get("panels", []):
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return out
+
+
+def _variable_query(query: str) -> str:
+    """label_values(metric, label) as an equivalent PromQL query."""
+    m = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", query, re.S)
+    if m is None:
+        return query
+    return f"group by ({m.group(2)}) ({m.group(1)})"
+
+
+def dashboard_expressions() -> list[tuple[str, str]]:
+    """(where, PromQL) for every panel target and query variable of every dashboard."""
+    out = []
+    for name, model in dashboards().items():
+        for panel in _panels(model):
+            for target in panel.get("targets", []):
+                out.append((f"{name}: {panel['title']} [{target['refId']}]", target["expr"]))
+        for var in model["templating"]["list"]:
+            if var["type"] == "query":
+                out.append((f"{name}: variable {var['name']}", _variable_query(var["query"])))
+    return out
+
+
+def rule_expressions() -> list[tuple[str, str, str]]:
+    """(where, PromQL, kind) for every rule; kind is 'record' or 'alert'."""
+    out = []
+    for r in rules():
+        kind = "record" if "record" in r else "alert"
+        out.append((f"rules: {r[kind]}", r["expr"], kind))
+    return out
+
+
+def substitute(expr: str) -> str:
+    """Replace Grafana template variables with concrete values."""
+    for var in sorted(TEMPLATE_VALUES, key=len, reverse=True):
+        expr = expr.replace(var, TEMPLATE_VALUES[var])
+    return expr
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names a PromQL expression selects (a small lexer, not a full parser)."""
+    s = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    s = re.sub(r"\{[^}]*\}", " ", s)
+    s = re.sub(r"\[[^\]]*\]", " ", s)
+    s = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
+    names = set()
+    for m in re.finditer(r"(?<![\w.])[A-Za-z_:][A-Za-z0-9_:]*", s):
+        token = m.group(0)
+        if token in _KEYWORDS or s[m.end() :].lstrip().startswith("("):
+            continue
+        names.add(token)
+    return names
+
+
+# ----------------------------------------------------------------------- tests
+
+
+def test_metric_name_lexer() -> None:
+    expr = (
+        'sum by (reason) (rate(agent_eval_dropped_total{reason!~"a|b"}[10m]))\n'
+        "/ ignoring (reason) group_left\nsum (rate(agent_eval_spans_received_total[$__rate_interval])) > 0.01"
+    )
+    assert metric_names(substitute(expr)) == {"agent_eval_dropped_total", "agent_eval_spans_received_total"}
+    assert metric_names("histogram_quantile(0.5, sum by (le) (rate(x_bucket[1m])))") == {"x_bucket"}
+
+
+def test_every_referenced_metric_is_in_the_contract() -> None:
+    known = exposed_names()
+    recorded = recorded_names()
+    exprs = [(w, e) for w, e in dashboard_expressions()] + [(w, e) for w, e, _ in rule_expressions()]
+    assert exprs
+    unknown = []
+    for where, expr in exprs:
+        for name in metric_names(substitute(expr)):
+            if name not in known and name not in recorded:
+                unknown.append(f"{where}: {name}")
+    assert not unknown, "metrics outside the contract:\n" + "\n".join(unknown)
+
+
+def test_every_contract_metric_is_used() -> None:
+    used = set()
+    for _, expr in dashboard_expressions():
+        used |= metric_names(substitute(expr))
+    for _, expr, _ in rule_expressions():
+        used |= metric_names(expr)
+    missing = [n for n in exposed_names() if n not in used and not n.endswith(("_sum", "_count", "_bucket"))]
+    assert not missing, f"contract metrics on no dashboard or rule: {missing}"
+
+
+def test_recording_rules_follow_naming_convention() -> None:
+    for name in recorded_names():
+        level, metric, ops = name.split(":")
+        assert level == "evaluator_agent" and metric.startswith("agent_eval_") and ops, name
+    for window in ("5m", "1h", "1d"):
+        assert f"evaluator_agent:agent_eval_pass_ratio:rate{window}" in recorded_names()
+        assert f"evaluator_agent:agent_eval_score_mean:rate{window}" in recorded_names()
+
+
+def test_alerts_have_severity_annotations_and_runbook() -> None:
+    readme = README.read_text()
+    anchors = {a.lower() for a in re.findall(r'<a id="([^"]+)"></a>', readme)}
+    alerts = [r for r in rules() if "alert" in r]
+    assert len(alerts) >= 5
+    for alert in alerts:
+        assert alert["labels"]["severity"] in {"critical", "warning"}, alert["alert"]
+        ann = alert["annotations"]
+        assert ann["summary"] and ann["description"], alert["alert"]
+        url = ann["runbook_url"]
+        assert url.endswith("deploy/README.md#" + alert["alert"].lower()), url
+        assert alert["alert"].lower() in anchors, f"no runbook anchor for {alert['alert']} in deploy/README.md"
+
+
+def test_score_drop_constants_are_visible() -> None:
+    drop = next(r for r in rules() if r.get("alert") == "AgentEvalScoreDrop")
+    assert "- 0.10)" in drop["expr"] and ">= 50" in drop["expr"]
+
+
+def test_dashboards_use_template_variables() -> None:
+    models = dashboards()
+    assert set(models) == {"agent-eval-overview.json", "agent-eval-agent.json", "agent-eval-pipeline.json"}
+    for name, model in models.items():
+        variables = {v["name"]: v for v in model["templating"]["list"]}
+        assert {"datasource", "agent", "evaluator"} <= set(variables), name
+        assert variables["datasource"]["type"] == "datasource"
+        ids = [p["id"] for p in _panels(model)]
+        assert len(ids) == len(set(ids)), f"{name}: duplicate panel ids"
+        for panel in _panels(model):
+            if panel["type"] == "row":
+                continue
+            assert panel["datasource"]["uid"] == "${datasource}", f"{name}: {panel['title']}"
+            for target in panel["targets"]:
+                assert target["datasource"]["uid"] == "${datasource}"
+
+
+def test_drill_down_has_exemplars() -> None:
+    model = dashboards()["agent-eval-agent.json"]
+    targets = [t for p in _panels(model) for t in p.get("targets", [])]
+    assert any(t.get("exemplar") and "agent_eval_score_bucket" in t["expr"] for t in targets)
