@@ -75,6 +75,9 @@ class TraceBuffer:
     def __contains__(self, trace_id: int) -> bool:
         return trace_id in self._entries
 
+    def trace_ids(self) -> list[int]:
+        return list(self._entries)
+
     def add(self, record: SpanRecord, now: float) -> None:
         entry = self._entry(record.trace_id, now)
         if entry is None:

@@ -43,6 +43,28 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 1 if report.failed_gates() else 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from .config import Settings
+    from .server import ServeOptions, serve
+
+    def port(value: int) -> int | None:
+        return None if value < 0 else value
+
+    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
+    settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        options = ServeOptions(
+            host=args.host, http_port=port(args.http_port), grpc_port=port(args.grpc_port),
+            admin_port=port(args.admin_port if args.admin_port is not None else (settings.prometheus_port or 9464)),
+            drain_seconds=args.drain_seconds, high_water=args.high_water, retry_after_seconds=args.retry_after,
+            export_endpoint=args.export_endpoint, export_protocol=args.export_protocol,
+        )
+    except ValueError as exc:
+        print(f"otel-agent-eval serve: {exc}", file=sys.stderr)
+        return 2
+    return serve(settings, options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="otel-agent-eval", description="Online evaluation of LLM agents through OpenTelemetry")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +83,23 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--gate", action="append", default=[], metavar="EVALUATOR=MIN_PASS_RATE",
                           help="exit 1 when the evaluator's pass rate is below this (repeatable)")
     evaluate.set_defaults(func=_evaluate)
+    serve = commands.add_parser("serve", help="OTLP receiver (HTTP 4318, gRPC 4317) evaluating agent traces from any app")
+    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    serve.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; 0 = a free port; -1 = off)")
+    serve.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; 0 = a free port; -1 = off)")
+    serve.add_argument("--admin-port", type=int, default=None,
+                       help="/metrics, /healthz, /readyz (default OTEL_AGENT_EVAL_PROMETHEUS_PORT or 9464; -1 = off)")
+    serve.add_argument("--drain-seconds", type=float, default=30.0, help="on SIGTERM, evaluate and export buffered traces within this (default 30)")
+    serve.add_argument("--high-water", type=float, default=0.8,
+                       help="refuse requests (429 / RESOURCE_EXHAUSTED) above this share of OTEL_AGENT_EVAL_MAX_INTAKE_SPANS (default 0.8)")
+    serve.add_argument("--retry-after", type=int, default=1, help="seconds clients are told to wait when refused (default 1)")
+    serve.add_argument("--export-endpoint", default=None,
+                       help="OTLP endpoint for results (default: OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]ENDPOINT; unset: /metrics only)")
+    serve.add_argument("--export-protocol", choices=("http/protobuf", "grpc"), default=None,
+                       help="default: OTEL_EXPORTER_OTLP_PROTOCOL or http/protobuf")
+    serve.add_argument("--evaluators", default=None, help="comma-separated built-in evaluators (default: OTEL_AGENT_EVAL_EVALUATORS)")
+    serve.add_argument("--expectations", default=None, help="JSON file of tool-call expectation rules")
+    serve.set_defaults(func=_serve)
     return parser
 
 

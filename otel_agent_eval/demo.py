@@ -14,7 +14,6 @@ import random
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 

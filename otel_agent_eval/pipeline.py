@@ -75,6 +75,12 @@ class _Worker:
         self.thread = threading.Thread(target=pipeline._work, args=(self,), name=f"otel-agent-eval-worker-{number}", daemon=True)
 
 
+def _trace_id_of(item: Any) -> int | None:
+    """Trace id of an intake item: SpanRecord, LogRecordData or SDK ReadableSpan."""
+    trace_id = getattr(item, "trace_id", None)
+    return trace_id if trace_id is not None else item.context.trace_id
+
+
 def flatten(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
     """Every agent invocation, nested ones included: each is evaluated on its own."""
     out: list[AgentTrace] = []
@@ -175,7 +181,8 @@ class Pipeline:
     def shutdown(self, timeout: float | None = 30.0) -> bool:
         """Evaluate what is pending (within ``timeout``), then stop the threads.
 
-        Whatever could not be evaluated in time is counted as dropped (``shutdown``).
+        Whatever could not be evaluated in time (still buffered, in the intake, or
+        queued) is counted as dropped with reason ``shutdown``, per trace.
         """
         if self._stopping:
             return True
@@ -183,15 +190,25 @@ class Pipeline:
         flushed = self.flush(timeout)
         self._stopping = True
         self._wake.set()
+        if self._collector is not None and self._collector is not threading.current_thread():
+            self._collector.join(timeout=1.0)  # it enqueues nothing after this
         with self._lock:
             lost = len(self._queue)
             self._queue.clear()
             self._work_ready.notify_all()
+        try:
+            buffered = set(self.buffer.trace_ids())
+            lost += len(buffered) + len({_trace_id_of(item) for item in list(self.intake)} - buffered)
+        except RuntimeError:  # the collector outlived its join timeout and is still mutating
+            lost += len(self.buffer)
         if lost:
             self.stats.dropped.inc("shutdown", amount=lost)
-        if self._collector is not None and self._collector is not threading.current_thread():
-            self._collector.join(timeout=1.0)
         return flushed
+
+    @property
+    def alive(self) -> bool:
+        """True while the collector thread runs (health checks)."""
+        return self._collector is not None and self._collector.is_alive() and not self._stopping
 
     # -- intake (any thread) ---------------------------------------------------
     def offer(self, span: Any) -> None:
