@@ -21,7 +21,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import json
 
     from .config import Settings
-    from .evaluators import build_evaluators
+    from .evaluators import build_configured_evaluators
     from .offline import Gate, evaluate_records, print_text, read_files, to_json
     from .otlp import OTLPDecodeError
 
@@ -29,7 +29,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
     try:
         gates = [Gate.parse(g) for g in args.gate]
-        evaluators = build_evaluators(settings)
+        evaluators, _ = build_configured_evaluators(settings)
         records = read_files(args.files)
     except (OSError, ValueError, OTLPDecodeError) as exc:
         print(f"otel-agent-eval evaluate: {exc}", file=sys.stderr)

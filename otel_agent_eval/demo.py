@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
 
-from .evaluators import ToolExpectation
+from .evaluators import ToolExpectation, judge_status
 from .processor import AgentEvalProcessor
 from .scripted_agent import ScriptedAgent, ToolError, Turn
 
@@ -149,6 +149,7 @@ def run_demo(
     tracer = provider.get_tracer("demo-app")
     if processor.metrics_port is not None:
         print(f"Serving Prometheus metrics on http://127.0.0.1:{processor.metrics_port}/metrics", file=out)
+    print(judge_status(), file=out)
     print(f"Running {traces} agent traces at ~{rate:g}/s ...", file=out, flush=True)
     weights = [s.weight for s in SCENARIOS]
     started = time.monotonic()

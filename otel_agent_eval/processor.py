@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from .config import Settings
 from .dialects import GENAI_MARKERS
-from .evaluators import Evaluator, ToolExpectation, build_evaluators
+from .evaluators import Evaluator, ToolExpectation, build_configured_evaluators
 from .logs import AgentEvalLogProcessor
 from .pipeline import Pipeline
 from .sinks.otel import SCOPE_NAME, OtelSink
@@ -38,7 +38,8 @@ class AgentEvalProcessor(SpanProcessor):
     any ``Settings`` field) override them. Evaluation spans and log records go
     to ``tracer_provider`` / ``logger_provider`` (default: the global ones);
     metrics to ``registry`` (default: a private registry, served on
-    ``prometheus_port`` when set).
+    ``prometheus_port`` when set). When a judge is configured
+    (``OTEL_AGENT_EVAL_JUDGE_*``), the LLM-judge evaluators run too.
     """
 
     def __init__(
@@ -55,10 +56,16 @@ class AgentEvalProcessor(SpanProcessor):
     ) -> None:
         self.settings = settings if settings is not None else Settings.load(env, **overrides)
         s = self.settings
-        self.evaluators = list(evaluators) if evaluators is not None else build_evaluators(s, list(expectations or ()))
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.judge: Any = None
+        if evaluators is not None:
+            self.evaluators = list(evaluators)
+        else:
+            self.evaluators, self.judge = build_configured_evaluators(
+                s, list(expectations or ()), registry=self.registry, env=env
+            )
         self.stats = PipelineStats()
         agent_label = AgentLabels(s.max_agent_labels)
-        self.registry = registry if registry is not None else CollectorRegistry()
         sinks: list[Any] = [PrometheusSink(self.registry, self.stats, agent_label)]
         if s.emit_spans or s.emit_logs:
             sinks.append(OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans, emit_logs=s.emit_logs))
@@ -111,6 +118,8 @@ class AgentEvalProcessor(SpanProcessor):
 
     def shutdown(self) -> None:
         self.pipeline.shutdown(timeout=self.settings.evaluator_timeout_seconds)
+        if self.judge is not None:
+            self.judge.close()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

@@ -49,7 +49,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from .config import Settings
-from .evaluators import Evaluator, build_evaluators
+from .evaluators import Evaluator, build_configured_evaluators
 from .otlp import (
     LogRecordData,
     OTLPDecodeError,
@@ -240,7 +240,9 @@ class EvalServer:
                          emit_logs=s.emit_logs and logger_provider is not None)
             )
         self.exporting = len(sinks) > 1
-        evaluators = list(evaluators) if evaluators is not None else build_evaluators(s)
+        self.judge: Any = None
+        if evaluators is None:
+            evaluators, self.judge = build_configured_evaluators(s, registry=self.registry)
         self.pipeline = Pipeline(s, evaluators, sinks, stats=self.stats, agent_label=agent_label)
         self.registry.register(ServerCollector(self))
         self.high_water = max(1, int(s.max_intake_spans * self.options.high_water))
@@ -289,6 +291,8 @@ class EvalServer:
             self._http.server_close()
         # Keep a share of the deadline for exporting the last results.
         flushed = self.pipeline.shutdown(timeout=max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
+        if self.judge is not None:
+            self.judge.close()
         exported = True
         for provider in self._own_providers:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)

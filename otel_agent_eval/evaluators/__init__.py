@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .base import Evaluator
 from .tool_calls import ExpectedCall, ToolCallAccuracy, ToolExpectation, ToolFailureRecovery, load_expectations
 from .trajectory import LoopDetection, StepBudget
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ..config import Settings
+    from .judge import JudgeClient
 
 BUILTIN_EVALUATORS = {
     cls.name: cls for cls in (ToolCallAccuracy, ToolFailureRecovery, LoopDetection, StepBudget)
@@ -34,7 +38,49 @@ def build_evaluators(settings: Settings, expectations: list[ToolExpectation] | N
     return built
 
 
+def build_configured_evaluators(
+    settings: Settings,
+    expectations: list[ToolExpectation] | None = None,
+    *,
+    registry: CollectorRegistry | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[list[Evaluator], JudgeClient | None]:
+    """The deterministic evaluators, plus the judge evaluators when a judge is configured
+    (``OTEL_AGENT_EVAL_JUDGE_*``, see docs/judge.md). Returns the judge to close on shutdown.
+    """
+    from ..config import ENV_PREFIX, ConfigError
+    from .judge import JudgeSettings
+
+    evaluators = build_evaluators(settings, expectations)
+    judge_settings = JudgeSettings.load(env)
+    if not judge_settings.enabled:
+        return evaluators, None
+    if judge_settings.deadline_seconds >= settings.evaluator_timeout_seconds:
+        raise ConfigError(
+            f"{ENV_PREFIX}JUDGE_DEADLINE_SECONDS ({judge_settings.deadline_seconds:g}) must be below "
+            f"{ENV_PREFIX}EVALUATOR_TIMEOUT_SECONDS ({settings.evaluator_timeout_seconds:g})"
+        )
+    from .judge import JudgeClient, JudgeMetrics, build_judge_evaluators
+
+    judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None)
+    return evaluators + build_judge_evaluators(judge, judge_settings.evaluators), judge
+
+
+def judge_status(env: Mapping[str, str] | None = None) -> str:
+    """One line for humans: are judge evaluators on, and if not, how to turn them on."""
+    from .judge import JudgeSettings
+
+    settings = JudgeSettings.load(env)
+    if settings.enabled:
+        return f"judge evaluators: on ({', '.join(settings.evaluators)} with model {settings.model})"
+    return (
+        "judge evaluators: off (set OTEL_AGENT_EVAL_JUDGE_MODEL and OTEL_AGENT_EVAL_JUDGE_BASE_URL "
+        "or an API key to enable them; see docs/judge.md)"
+    )
+
+
 __all__ = [
     "BUILTIN_EVALUATORS", "Evaluator", "ExpectedCall", "LoopDetection", "StepBudget", "ToolCallAccuracy",
-    "ToolExpectation", "ToolFailureRecovery", "build_evaluators", "load_expectations",
+    "ToolExpectation", "ToolFailureRecovery", "build_configured_evaluators", "build_evaluators", "judge_status",
+    "load_expectations",
 ]

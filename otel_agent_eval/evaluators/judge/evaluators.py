@@ -1,0 +1,441 @@
+"""LLM-judge agent evaluators (QAG): yes/no questions, all asked in one call, score = share as expected.
+
+Each evaluator: a snake_case ``name``, a ``version`` (scoring), a
+``PROMPT_VERSION`` (wording; bump it with any change to the questions or
+instructions: results get new ids and the cache does not serve old answers),
+``instructions`` and ``questions(trace, view)``. The base class renders the
+trace by the large-trace rule (``render.py``), asks the judge, and turns
+every judge problem into a result: ``skipped`` with ``reason:
+budget_exhausted`` when the hourly budget is spent, ``error`` with a reason
+otherwise. It never raises for judge problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ...model import AgentTrace, EvalResult
+from ..base import Evaluator
+from . import qag
+from .client import BudgetExhausted, JudgeClient, JudgeError
+from .qag import Question
+from .render import JudgeView, call_label, clip, render_trace
+from .schema_check import check_call, tool_schemas
+
+MAX_ITEM_QUESTIONS = 40
+"""Per-step, per-call or per-fact questions asked at most (the first ones shown); ``answers`` lists what was asked."""
+
+
+class JudgeEvaluator(Evaluator):
+    """Base of judge evaluators: render, ask, parse, score; failures become results."""
+
+    PROMPT_VERSION: ClassVar[str] = "1"
+    instructions: ClassVar[str] = ""
+    include_steps: ClassVar[bool] = True
+    default_threshold = 0.5
+
+    def __init__(self, judge: JudgeClient, threshold: float | None = None) -> None:
+        super().__init__(threshold)
+        self.judge = judge
+
+    def result_key(self) -> str:
+        return f"{self.judge.model}|{self.PROMPT_VERSION}"
+
+    # -- what subclasses define -------------------------------------------------
+    def applies(self, trace: AgentTrace) -> str | None:
+        """Why the evaluator does not apply (a skip explanation), or None."""
+        return None
+
+    def context(self, trace: AgentTrace) -> tuple[str, dict[str, Any]]:
+        """Extra record text placed before the run (prior turns, expected facts) and what it showed."""
+        return "", {}
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        raise NotImplementedError
+
+    def finish(
+        self, trace: AgentTrace, questions: list[Question], answers: dict[str, dict[str, str]], details: dict[str, Any]
+    ) -> tuple[float, str]:
+        """Score and explanation from the answers (override to combine with deterministic checks)."""
+        return qag.score(questions, answers), explain(questions, answers)
+
+    # -- the flow --------------------------------------------------------------
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        if not trace.content_captured:
+            return [self.skipped(trace, "message content was not captured; nothing to judge")]
+        reason = self.applies(trace)
+        if reason:
+            return [self.skipped(trace, reason)]
+        s = self.judge.settings
+        extra, extra_details = self.context(trace)
+        view = render_trace(
+            trace, max_chars=s.max_prompt_chars, max_field_chars=s.max_field_chars, extra=extra, include_steps=self.include_steps
+        )
+        details: dict[str, Any] = {
+            "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model, "judge_view": view.describe(), **extra_details,
+        }
+        if not view.fits:
+            self._count_error("trace_too_large")
+            return [self.error(trace, f"trace does not fit the judge budget even aggregated ({view.chars} chars)", "trace_too_large", details)]
+        questions = self.questions(trace, view)
+        if not questions:
+            return [self.skipped(trace, "nothing to ask about in the part of the trace shown", details)]
+        details["questions"] = [{"id": q.id, "question": q.text, "expected": q.expected} for q in questions]
+        try:
+            reply = self.judge.ask(
+                evaluator=self.name,
+                scope=f"{self.name}\x1f{self.version}\x1f{self.PROMPT_VERSION}",
+                system=qag.SYSTEM_PROMPT,
+                user=qag.user_prompt(self.instructions, view.text, questions),
+                schema=qag.answer_schema(questions),
+                parse=lambda content: qag.parse_answers(content, questions),
+                expected_output_tokens=40 * len(questions),
+            )
+        except BudgetExhausted as exc:
+            return [self.skipped(trace, str(exc), {**details, "reason": "budget_exhausted"})]
+        except JudgeError as exc:
+            return [self.error(trace, str(exc), exc.reason, {**details, **exc.details})]
+        except Exception as exc:  # a bug here must not look like a judge verdict, nor escape
+            self._count_error("judge_unavailable")
+            return [self.error(trace, f"{type(exc).__name__}: {exc}"[:300], "judge_unavailable", details)]
+        answers = reply.parsed
+        details["answers"] = qag.transcript(questions, answers)
+        details.pop("questions")
+        details["judge"] = {
+            "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens, "usage_estimated": reply.usage_estimated,
+            "cost_usd": reply.cost_usd, "attempts": reply.attempts, "cached": reply.cached, "redactions": reply.redactions,
+        }
+        score, explanation = self.finish(trace, questions, answers, details)
+        return [self.scored(trace, score, explanation, details)]
+
+    def _count_error(self, reason: str) -> None:
+        if self.judge.metrics is not None:
+            self.judge.metrics.errors.labels(self.name, reason).inc()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.judge.model!r}, threshold={self.threshold})"
+
+
+def explain(questions: list[Question], answers: dict[str, dict[str, str]]) -> str:
+    misses = [q for q in questions if answers[q.id]["answer"] != q.expected]
+    head = f"{len(questions) - len(misses)}/{len(questions)} checks passed"
+    if not misses:
+        return head
+    first = misses[0]
+    why = answers[first.id].get("reason") or ""
+    return f"{head}; failed: {', '.join(q.id for q in misses[:5])}" + (f" ({first.id}: {why})" if why else "")[:300]
+
+
+def shown_steps(trace: AgentTrace, view: JudgeView) -> list[Any]:
+    """Steps rendered in full: per-step questions are asked about these only."""
+    shown = set(view.steps_shown)
+    return [step for step in trace.steps if step.index in shown]
+
+
+def shown_calls(trace: AgentTrace, view: JudgeView, *, summarized_too: bool = True) -> list[tuple[Any, int, Any]]:
+    """(step, position, call) for calls whose name and arguments the judge sees."""
+    visible = set(view.steps_shown) | (set(view.steps_summarized) if summarized_too else set())
+    return [(step, i, call) for step in trace.steps if step.index in visible for i, call in enumerate(step.tool_calls)]
+
+
+def item_id(prefix: str, label: str) -> str:
+    return f"{prefix}_{label.replace('.', '_')}"
+
+
+# --- the evaluators ---------------------------------------------------------------------------------
+
+
+class TaskCompletion(JudgeEvaluator):
+    """Did the final output do what the user asked (and, negated: did the agent fail or error)?"""
+
+    name = "task_completion"
+    version = "1"
+    PROMPT_VERSION = "task_completion.v1"
+    instructions = "Judge whether the agent completed the user's task."
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        if not trace.input and not trace.final_output:
+            return "neither the task nor a final response was recorded"
+        return None
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        return [
+            Question("addresses_request", "Does the final response address what the user asked for?", "yes"),
+            Question("task_completed", "Did the agent fully accomplish the task, rather than partially, or only promising or describing it?", "yes"),
+            Question("supported_by_steps", "Are the results the final response reports supported by the tool results shown (not claimed without evidence)?", "yes"),
+            Question("agent_failed", "Did the agent fail, give up, or end with an error instead of completing the task?", "no"),
+        ]
+
+
+class PlanQuality(JudgeEvaluator):
+    """Addresses the task, logical order, no redundant steps, each step follows, expert-level efficiency."""
+
+    name = "plan_quality"
+    version = "1"
+    PROMPT_VERSION = "plan_quality.v1"
+    instructions = "Judge the quality of the plan the agent followed: the sequence of its steps and tool calls."
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        return None if trace.steps else "no LLM turn recorded"
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        return [
+            Question("addresses_task", "Does the sequence of steps address the user's task?", "yes"),
+            Question("logical_order", "Are the steps in a logical order?", "yes"),
+            Question("redundant_steps", "Does the plan contain redundant or unnecessary steps?", "no"),
+            Question("steps_follow", "Does each step follow from the previous ones?", "yes"),
+            Question("expert_efficient", "Is the plan about as efficient as an expert would make it?", "yes"),
+        ]
+
+
+class StepFaithfulness(JudgeEvaluator):
+    """Each step follows from the task and prior steps, without contradiction or invented facts."""
+
+    name = "step_faithfulness"
+    version = "1"
+    PROMPT_VERSION = "step_faithfulness.v1"
+    instructions = (
+        "Judge each step shown in full on its own: does it follow from the user's task and from what the earlier "
+        "steps and tool results established, without contradicting them and without inventing facts?"
+    )
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        return None if trace.steps else "no LLM turn recorded"
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        steps = shown_steps(trace, view)[:MAX_ITEM_QUESTIONS]
+        return [
+            Question(
+                f"step_{step.index}",
+                f"Is STEP {step.index} faithful: it follows from the task and the prior steps, contradicts none of them, "
+                "and invents no fact absent from the task, the tool results or prior steps?",
+                "yes",
+            )
+            for step in steps
+        ]
+
+
+class ToolArgumentAccuracy(JudgeEvaluator):
+    """Arguments appropriate for the tool and the task; plus a JSON-schema check when tool definitions are known.
+
+    A call counts as accurate only when its arguments pass the schema (if one is
+    known) and the judge answers yes. Definitions come from ``tool_definitions``
+    (static) or the trace's ``tool_definitions`` attribute once the model carries
+    ``gen_ai.tool.definitions``.
+    """
+
+    name = "tool_argument_accuracy"
+    version = "1"
+    PROMPT_VERSION = "tool_argument_accuracy.v1"
+    instructions = (
+        "Judge the arguments of each tool call: are they appropriate for the tool and the task, with values taken "
+        "from the task or from earlier results rather than invented?"
+    )
+
+    def __init__(self, judge: JudgeClient, threshold: float | None = None, tool_definitions: Sequence[Any] | None = None) -> None:
+        super().__init__(judge, threshold)
+        self.tool_definitions = tool_definitions
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        return None if trace.tool_calls else "no tool call"
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        return [
+            Question(item_id("call", call_label(step, i)),
+                     f"Are the arguments of tool call {call_label(step, i)} ({call.name}) appropriate for the tool and the task, with no invented values?",
+                     "yes")
+            for step, i, call in shown_calls(trace, view)[:MAX_ITEM_QUESTIONS]
+        ]
+
+    def finish(self, trace, questions, answers, details):  # type: ignore[no-untyped-def]
+        definitions = self.tool_definitions if self.tool_definitions is not None else getattr(trace, "tool_definitions", None)
+        schemas = tool_schemas(definitions)
+        if not schemas:
+            details["schema_check"] = "no tool definitions in the trace"
+            return super().finish(trace, questions, answers, details)
+        by_id = {item_id("call", call_label(step, i)): call for step in trace.steps for i, call in enumerate(step.tool_calls)}
+        problems = {qid: check_call(schemas, by_id[qid]) for qid in (q.id for q in questions)}
+        details["schema_check"] = {qid: found for qid, found in problems.items() if found} or "all arguments valid"
+        good = sum(answers[q.id]["answer"] == "yes" and not problems[q.id] for q in questions)
+        invalid = [qid for qid, found in problems.items() if found]
+        explanation = f"{good}/{len(questions)} calls with accurate arguments"
+        if invalid:
+            explanation += f"; schema violations: {', '.join(invalid[:5])} ({problems[invalid[0]][0]})"
+        return good / len(questions), explanation[:300]
+
+
+class ToolCallNecessity(JudgeEvaluator):
+    """Each call necessary, not redundant given the results of earlier calls."""
+
+    name = "tool_call_necessity"
+    version = "1"
+    PROMPT_VERSION = "tool_call_necessity.v1"
+    instructions = "Judge whether each tool call was needed for the task, given what earlier calls had already returned."
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        return None if trace.tool_calls else "no tool call"
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        return [
+            Question(item_id("call", call_label(step, i)),
+                     f"Was tool call {call_label(step, i)} ({call.name}) necessary for the task, and not redundant given the results of earlier calls?",
+                     "yes")
+            for step, i, call in shown_calls(trace, view)[:MAX_ITEM_QUESTIONS]
+        ]
+
+
+class TrajectoryEfficiency(JudgeEvaluator):
+    """No detours or repeats, a length proportionate to the task, recovery from (structured) tool errors."""
+
+    name = "trajectory_efficiency"
+    version = "1"
+    PROMPT_VERSION = "trajectory_efficiency.v1"
+    instructions = "Judge the agent's trajectory: the path of steps and tool calls it took to reach its final response."
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        return None if trace.steps else "no LLM turn recorded"
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        questions = [
+            Question("detours", "Did the agent take detours: steps or calls that did not move it toward the goal?", "no"),
+            Question("repeats", "Did the agent repeat a step or tool call whose result it already had?", "no"),
+            Question("proportionate", "Is the number of steps proportionate to the difficulty of the task?", "yes"),
+        ]
+        # Failures come from ToolCall.error (structured), never from matching "error" in the text.
+        failed = [(step, i, call) for step, i, call in shown_calls(trace, view) if call.failed]
+        questions += [
+            Question(item_id("recovered", call_label(step, i)),
+                     f"After tool call {call_label(step, i)} ({call.name}) failed with the ERROR shown, did the agent handle it well: "
+                     "retry with corrected input, use an alternative, or report the failure honestly, rather than ignore it?",
+                     "yes")
+            for step, i, call in failed[:MAX_ITEM_QUESTIONS]
+        ]
+        return questions
+
+
+@dataclass(frozen=True)
+class PriorTurn:
+    """One earlier turn of the same conversation: what the user said and what the agent answered."""
+
+    input: str | None
+    output: str | None
+
+
+History = Callable[[AgentTrace], Sequence[PriorTurn]]
+
+
+class AgentMemoryEval(JudgeEvaluator):
+    """Uses the prior turns of the same conversation correctly, with no invented or stale facts.
+
+    Prior turns come from ``history(trace)`` (e.g. a store keyed by
+    ``trace.conversation_id``), or ``evaluate_with_history``. Without prior
+    turns the evaluator is skipped. The most recent turns that fit a third of
+    the prompt budget are shown; ``prior_turns_shown`` / ``prior_turns_total``
+    say how many.
+    """
+
+    name = "agent_memory"
+    version = "1"
+    PROMPT_VERSION = "agent_memory.v1"
+    instructions = (
+        "The CONVERSATION SO FAR shows earlier turns of the same conversation, oldest first. Judge whether the agent "
+        "in the current run uses what was said there correctly."
+    )
+
+    def __init__(self, judge: JudgeClient, threshold: float | None = None, history: History | None = None) -> None:
+        super().__init__(judge, threshold)
+        self.history = history
+
+    def evaluate_with_history(self, trace: AgentTrace, turns: Sequence[PriorTurn]) -> list[EvalResult]:
+        return AgentMemoryEval(self.judge, self.threshold, history=lambda _: turns).evaluate(trace)
+
+    def _turns(self, trace: AgentTrace) -> Sequence[PriorTurn]:
+        return list(self.history(trace)) if self.history is not None else []
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        if not self._turns(trace):
+            return "no prior turns of this conversation available"
+        return None if trace.final_output else "no final response"
+
+    def context(self, trace: AgentTrace) -> tuple[str, dict[str, Any]]:
+        turns = self._turns(trace)
+        s = self.judge.settings
+        budget = s.max_prompt_chars // 3
+        rendered: list[str] = []
+        used = 0
+        for number in range(len(turns) - 1, -1, -1):
+            turn = turns[number]
+            text = (f"TURN {number + 1}:\n  user: {clip(turn.input or '', s.max_field_chars)[0]}\n"
+                    f"  agent: {clip(turn.output or '', s.max_field_chars)[0]}")
+            if used + len(text) > budget and rendered:
+                break
+            rendered.insert(0, text)
+            used += len(text)
+        shown = {"prior_turns_total": len(turns), "prior_turns_shown": len(rendered)}
+        return "CONVERSATION SO FAR:\n" + "\n".join(rendered) + "\n\nCURRENT RUN:", shown
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        return [
+            Question("uses_prior", "Where earlier turns are relevant, does the agent use the information from them correctly?", "yes"),
+            Question("contradicts_prior", "Does the agent contradict facts established in earlier turns?", "no"),
+            Question("invented_memory", "Does the agent claim something was said or done earlier that the earlier turns do not show?", "no"),
+            Question("stale_facts", "Does the agent rely on information from earlier turns that was later corrected or superseded?", "no"),
+        ]
+
+
+FactsFor = Callable[[AgentTrace], Sequence[str] | None]
+
+
+class ResponseFacts(JudgeEvaluator):
+    """The final output contains the expected facts (offline datasets): one question per fact.
+
+    Facts are ``facts`` (the same for every trace) or ``facts_for(trace)``
+    (e.g. looked up by ``trace.input`` or trace id in a dataset). No facts:
+    skipped. No final output: score 0 without asking the judge.
+    """
+
+    name = "response_facts"
+    version = "1"
+    PROMPT_VERSION = "response_facts.v1"
+    instructions = "Judge only the FINAL RESPONSE: does it state each expected fact (in any wording)?"
+    include_steps = False
+
+    def __init__(
+        self, judge: JudgeClient, threshold: float | None = None, *,
+        facts: Sequence[str] | None = None, facts_for: FactsFor | Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(judge, threshold)
+        self.facts = list(facts or [])
+        self.facts_for = facts_for
+
+    def expected(self, trace: AgentTrace) -> list[str]:
+        if callable(self.facts_for):
+            return list(self.facts_for(trace) or [])
+        if isinstance(self.facts_for, Mapping):
+            return list(self.facts_for.get(trace.trace_id, self.facts_for.get(trace.input or "", [])) or [])
+        return self.facts
+
+    def applies(self, trace: AgentTrace) -> str | None:
+        return None if self.expected(trace) else "no expected facts for this trace"
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        facts = self.expected(trace)
+        if facts and trace.content_captured and not (trace.final_output or "").strip():
+            return [self.scored(trace, 0.0, "no final response: none of the expected facts stated",
+                                {"facts": facts, "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model})]
+        return super().evaluate(trace)
+
+    def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
+        return [
+            Question(f"fact_{n}", f"Does the final response state (or clearly imply) this fact: {fact!r}?", "yes")
+            for n, fact in enumerate(self.expected(trace)[:MAX_ITEM_QUESTIONS], start=1)
+        ]
+
+
+JUDGE_EVALUATORS: dict[str, type[JudgeEvaluator]] = {
+    cls.name: cls
+    for cls in (TaskCompletion, PlanQuality, StepFaithfulness, ToolArgumentAccuracy, ToolCallNecessity,
+                TrajectoryEfficiency, AgentMemoryEval, ResponseFacts)
+}

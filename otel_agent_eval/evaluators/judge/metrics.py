@@ -1,0 +1,54 @@
+"""Judge cost and health as Prometheus metrics (prometheus-client, injectable registry).
+
+Labels: evaluator, model, type, outcome, reason: all from small fixed sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
+
+
+class JudgeMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.tokens = Counter(
+            "agent_eval_judge_tokens", "Judge tokens by evaluator, model and type (input, output)",
+            ["evaluator", "model", "type"], registry=registry,
+        )
+        self.cost = Counter(
+            "agent_eval_judge_cost_usd", "Estimated judge cost in USD (OTEL_AGENT_EVAL_JUDGE_PRICES)",
+            ["evaluator", "model"], registry=registry,
+        )
+        self.duration = Histogram(
+            "agent_eval_judge_request_duration_seconds", "Duration of one judge HTTP request",
+            ["model"], buckets=LATENCY_BUCKETS, registry=registry,
+        )
+        self.requests = Counter(
+            "agent_eval_judge_requests", "Judge HTTP requests by outcome: ok, retry, or the final failure reason",
+            ["model", "outcome"], registry=registry,
+        )
+        self.errors = Counter(
+            "agent_eval_judge_errors", "Judge evaluations ending in an error result, by reason",
+            ["evaluator", "reason"], registry=registry,
+        )
+        self.budget_skips = Counter(
+            "agent_eval_judge_budget_skips", "Judge evaluations skipped because the hourly budget was spent",
+            ["evaluator"], registry=registry,
+        )
+        self.cache_hits = Counter(
+            "agent_eval_judge_cache_hits", "Judge answers served from the cache (no request)",
+            ["evaluator"], registry=registry,
+        )
+        self.budget_remaining = Gauge(
+            "agent_eval_judge_budget_remaining_ratio", "Share of the hourly judge budget left (1 without a budget)",
+            registry=registry,
+        )
+        self.budget_remaining.set(1.0)
+
+    def watch_budget(self, remaining: Callable[[], float]) -> None:
+        """Read the budget at scrape time, so the gauge never lags."""
+        self.budget_remaining.set_function(remaining)
