@@ -9,7 +9,11 @@ Algorithm (see docs/architecture.md, "Assembly"):
    root. A nested agent is its own AgentTrace, linked to the parent's step.
    An agent span with no model or tool call of its own that only wraps other
    agents (OpenInference's ``Agent workflow`` root) is a container, not an agent:
-   its agents are reported in its place.
+   its agents are reported in its place. An agent-kind span that is only one turn of
+   an enclosing run (a graph node: one model call, no tools of its own, its requested
+   calls run outside it; LangGraph's ``agent`` node) is no scope: its model call is a
+   step of the run around it. An agent that names the agent it took over from
+   (``graph.node.parent_id``, a handoff recorded as a sibling) is that agent's child.
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
@@ -19,8 +23,12 @@ Algorithm (see docs/architecture.md, "Assembly"):
    ancestry, then tool call id, then (name, canonical arguments), then time order.
    It fills in the requested call; a tool span nobody requested is kept, flagged
    ``requested=False``; a requested call with no tool span stays ``executed=False``.
+   A handoff span fulfils the requested call that names its target agent.
 5. A call still without an id takes it from a later model call's input, where the
-   call and its result were echoed back with their id.
+   call and its result were echoed back with their id; an executed call whose tool
+   span recorded no result (event-only content, a failed tool, a handoff) takes the
+   result echoed back to the model the same way. Arguments come from the tool span,
+   unless it only holds a bare value where the request has an object.
 """
 
 from __future__ import annotations
@@ -31,7 +39,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dialects import read_operation
-from .dialects.base import AGENT, LLM, STEP, TOOL, Message, Operation, canonical_json, span_error
+from .dialects.base import (
+    AGENT,
+    LLM,
+    STEP,
+    TOOL,
+    WORKFLOW,
+    Message,
+    Operation,
+    canonical_json,
+    maybe_json,
+    span_error,
+)
 from .model import AgentStep, AgentTrace, TokenUsage, ToolCall
 from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
 
@@ -116,6 +135,8 @@ class _TraceAssembly:
     def run(self) -> list[AgentTrace]:
         if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
             return []
+        for span_id in self._turn_nodes():
+            del self.ops[span_id]
         scopes: dict[int, _Scope] = {}
         for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
             if op.kind == AGENT:
@@ -125,6 +146,7 @@ class _TraceAssembly:
             if parent_agent is not None:
                 scope.parent = scopes[parent_agent.span_id]
                 scope.parent.children.append(scope)
+        self._link_handoffs(scopes)
 
         for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
             if op.kind not in (LLM, TOOL, STEP):
@@ -158,6 +180,95 @@ class _TraceAssembly:
                 built[scope.parent.key].children.append(child)
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
+
+    def _turn_nodes(self) -> list[int]:
+        """Agent-kind spans that are one turn of an enclosing run, not agents of their own.
+
+        Graph frameworks run the model in a node that executes once per turn, and the
+        tools in another node (LangGraph's ``agent`` / ``tools`` nodes; OpenInference
+        marks any chain whose name says "agent" as AGENT). Such a span holds one model
+        call at most, no tool span and no nested agent, and either is a graph node (its
+        model call runs in that same node), or its model's requested calls ran outside
+        it, in the enclosing run; same-named siblings of such a node are turns too.
+        A real nested agent (agent-as-tool, handoff target) runs its own tools or
+        answers by itself, and keeps its scope.
+        """
+        agents = [op for op in self.ops.values() if op.kind == AGENT]
+        if not agents:
+            return []
+        held: dict[int, dict[str, list[Operation]]] = {a.span_id: {LLM: [], TOOL: [], AGENT: []} for a in agents}
+        for op in self.ops.values():
+            if op.kind not in (LLM, TOOL, AGENT):
+                continue
+            owner = self.nearest(op.span_id, AGENT)
+            if owner is None or (op.kind == LLM and self.nearest(op.span_id, LLM, stop=owner.span_id) is not None):
+                continue
+            held[owner.span_id][op.kind].append(op)
+        candidates = [
+            a for a in agents if not held[a.span_id][TOOL] and not held[a.span_id][AGENT] and len(held[a.span_id][LLM]) <= 1
+        ]
+        turns: set[int] = set()
+        for agent in candidates:
+            llms = held[agent.span_id][LLM]
+            if agent.graph_node is not None and all(llm.graph_node in (None, agent.graph_node) for llm in llms):
+                turns.add(agent.span_id)
+            elif llms and self._ran_outside(agent, llms[0]):
+                turns.add(agent.span_id)
+        shapes = {(self.records[i].name, self.records[i].parent_span_id) for i in turns}
+        turns.update(a.span_id for a in candidates if (a.record.name, a.record.parent_span_id) in shapes)
+        return sorted(turns)
+
+    def _ran_outside(self, agent: Operation, llm: Operation) -> bool:
+        """Did a call ``llm`` requested run in a tool span outside ``agent``, in the run around it?"""
+        requested = llm.requested_calls()
+        if not requested:
+            return False
+        owner = self.nearest(agent.span_id, AGENT)
+        top = self.top(agent.span_id).span_id
+        for tool in self.ops.values():
+            if tool.kind != TOOL or agent.span_id in self.ancestors(tool.span_id):
+                continue
+            if tool.record.start_time_unix_nano + CLOCK_SKEW_NS < llm.record.end_time_unix_nano:
+                continue
+            tool_owner = self.nearest(tool.span_id, AGENT)
+            if (tool_owner.span_id if tool_owner else None) != (owner.span_id if owner else None):
+                continue
+            if owner is None and self.top(tool.span_id).span_id != top:
+                continue
+            for call in requested:
+                if (call.call_id and call.call_id in tool.tool_call_ids) or (
+                    not tool.tool_call_ids and call.name == tool.tool_name
+                ):
+                    return True
+        return False
+
+    def _link_handoffs(self, scopes: dict[int, _Scope]) -> None:
+        """An agent that names the agent it took over from (``graph.node.parent_id``) is that agent's child.
+
+        OpenAI Agents (OpenInference) records a handoff target as a sibling of the
+        source agent under the workflow span; the tree alone would make it a root.
+        """
+        for scope in scopes.values():
+            target = scope.agent.parent_node_id if scope.agent else None
+            if not target:
+                continue
+            start = scope.root.start_time_unix_nano
+            sources = [
+                other for other in scopes.values()
+                if other is not scope and other.agent is not None
+                and target in (other.agent.node_id, other.agent.agent_name)
+                and other.root.start_time_unix_nano <= start
+                and not _within(other, scope)
+            ]
+            if not sources:
+                continue
+            source = max(sources, key=lambda o: o.root.start_time_unix_nano)
+            if source is scope.parent:
+                continue
+            if scope.parent is not None:
+                scope.parent.children.remove(scope)
+            scope.parent = source
+            source.children.append(scope)
 
     def _drop_containers(self, scopes: dict[int, _Scope]) -> None:
         """Remove agent scopes that only wrap other agents; their agents take their place."""
@@ -197,6 +308,10 @@ class _TraceAssembly:
             for index, step in enumerate(steps):
                 if tool.span_id in step.tool_span_ids:
                     return index
+        names = {child.agent.agent_name, child.agent.node_id} - {None} if child.agent else set()
+        for index, step in enumerate(steps):  # a handoff to this agent
+            if any(self.ops[i].handoff_to in names for i in step.tool_span_ids if i in self.ops):
+                return index
         start = child.root.start_time_unix_nano
         candidates = [i for i, step in enumerate(steps) if step.start <= start + CLOCK_SKEW_NS]
         return candidates[-1] if candidates else None
@@ -209,6 +324,7 @@ class _TraceAssembly:
         for tool in sorted(scope.tools, key=lambda o: o.record.start_time_unix_nano):
             self._owner(tool, drafts).attach(tool)
         _backfill_call_ids(drafts)
+        self._backfill_results(scope, drafts)
         self._drafts[scope.key] = drafts
         steps = [draft.to_step(i) for i, draft in enumerate(drafts)]
 
@@ -224,13 +340,16 @@ class _TraceAssembly:
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
+        # No agent span: the root workflow span (a LangGraph graph, a chain) states the run's I/O.
+        workflow = self.ops.get(root.span_id) if agent is None and scope.key == root.span_id else None
+        io = agent or (workflow if workflow is not None and workflow.kind == WORKFLOW else None)
         return AgentTrace(
             trace_id=trace_id_hex(root.trace_id),
             agent_span_id=span_id_hex(scope.key),
             agent_name=_agent_name(agent, root, scope),
             conversation_id=conversation,
-            input=_task_input(agent, first_llm),
-            final_output=_final_output(agent, steps),
+            input=_task_input(io, first_llm),
+            final_output=_final_output(io, steps),
             steps=steps,
             status="error" if error else "ok",
             error=error,
@@ -241,6 +360,43 @@ class _TraceAssembly:
             or bool(agent and agent.has_content),
             issues=issues,
         )
+
+    def _backfill_results(self, scope: _Scope, drafts: list[_StepDraft]) -> None:
+        """An executed call whose tool span recorded no result takes the result echoed to the model.
+
+        The next model call's input holds the tool result with the call id (event-only
+        content, a failed tool whose span has no result, a handoff). Later turns of this
+        agent first; then any later model call in the trace (a handoff target's first
+        call), there only where the echoed request names the same tool.
+        """
+        own = {op.span_id for op in scope.llms}
+        others: list[Operation] | None = None
+        for index, draft in enumerate(drafts):
+            for call in draft.calls:
+                if call.result is not None or not call.executed or call.call_id is None:
+                    continue
+                found = _MISSING
+                for later in drafts[index + 1 :]:
+                    for llm in later.llms:
+                        found = _echoed_result(call, llm.input_messages, strict=False)
+                        if found is not _MISSING:
+                            break
+                    if found is not _MISSING:
+                        break
+                if found is _MISSING:
+                    if others is None:
+                        others = sorted(
+                            (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own and op.input_messages),
+                            key=lambda o: o.record.start_time_unix_nano,
+                        )
+                    for llm in others:
+                        if llm.record.start_time_unix_nano + CLOCK_SKEW_NS < draft.start:
+                            continue
+                        found = _echoed_result(call, llm.input_messages, strict=True)
+                        if found is not _MISSING:
+                            break
+                if found is not _MISSING:
+                    call.result = maybe_json(found, "echoed tool result", [])
 
     def _drafts_of(self, scope: _Scope) -> list[_StepDraft]:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
@@ -279,7 +435,7 @@ class _TraceAssembly:
         start = tool.record.start_time_unix_nano
         preceding = [d for d in drafts if d.start <= start + CLOCK_SKEW_NS] or drafts[:1]
         for draft in reversed(preceding):
-            if draft.open_call(tool, by="args") is not None:
+            if draft.open_call(tool, by="handoff" if tool.handoff_to else "args") is not None:
                 return draft
         return preceding[-1]
 
@@ -333,10 +489,21 @@ class _StepDraft:
                 return call
             if by == "name" and call.name == tool.tool_name:
                 return call
+            if by == "handoff" and tool.handoff_to and _mentions(call.name, tool.handoff_to):
+                return call
+        if by == "handoff" and tool.handoff_to:  # a renamed handoff tool: the one call still open
+            open_calls = [c for c in self.calls if c.requested and not c.executed]
+            if len(open_calls) == 1:
+                return open_calls[0]
         return None
 
     def attach(self, tool: Operation) -> None:
-        call = (tool.tool_call_ids and self.open_call(tool, "id")) or self.open_call(tool, "args") or self.open_call(tool, "name")
+        call = (
+            (tool.tool_call_ids and self.open_call(tool, "id"))
+            or self.open_call(tool, "args")
+            or self.open_call(tool, "name")
+            or self.open_call(tool, "handoff")
+        )
         if call is None:
             call = ToolCall(name=tool.tool_name or tool.record.name, requested=self.llm is None or not self.llm.has_content)
             if self.llm is not None and self.llm.has_content:
@@ -346,7 +513,11 @@ class _StepDraft:
         call.span_id = span_id_hex(tool.span_id)
         call.start_time_unix_nano = tool.record.start_time_unix_nano
         call.end_time_unix_nano = tool.record.end_time_unix_nano
-        if tool.tool_arguments is not None:
+        if tool.tool_arguments is not None and not (
+            # a tool span that recorded only the bare value of a single argument (OpenInference
+            # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
+            isinstance(call.arguments, dict) and not isinstance(tool.tool_arguments, (dict, list))
+        ):
             call.arguments = tool.tool_arguments
         if call.call_id is None and tool.tool_call_ids:
             call.call_id = tool.tool_call_ids[-1]
@@ -402,6 +573,51 @@ def _backfill_call_ids(drafts: list[_StepDraft]) -> None:
                 call.call_id = _echoed_id(call, later.llm.input_messages if later.llm else None)
                 if call.call_id is not None:
                     break
+
+
+_MISSING = object()
+
+
+def _echoed_result(call: ToolCall, messages: list[Message] | None, strict: bool) -> Any:
+    """The result a model input echoes for ``call`` (by call id), or ``_MISSING``.
+
+    When the input also echoes the request with that id, its tool name must match;
+    ``strict``: the echoed request must be there (ids are only unique per conversation).
+    """
+    if not messages:
+        return _MISSING
+    names = {requested.call_id: requested.name for m in messages for requested in m.tool_calls if requested.call_id}
+    if call.call_id in names:
+        if names[call.call_id] != call.name:
+            return _MISSING
+    elif strict:
+        return _MISSING
+    for message in messages:
+        for call_id, echoed in message.tool_results:
+            if call_id == call.call_id and echoed is not None:
+                return echoed
+    return _MISSING
+
+
+def _mentions(name: str, agent: str) -> bool:
+    """Does a tool name (``transfer_to_booking_agent``) name an agent (``Booking Agent``)?"""
+
+    def norm(text: str) -> str:
+        return "".join(ch if ch.isalnum() else "_" for ch in text.lower()).strip("_")
+
+    return bool(norm(agent)) and norm(agent) in norm(name)
+
+
+def _within(scope: _Scope, ancestor: _Scope) -> bool:
+    """Is ``scope`` ``ancestor`` or nested in it?"""
+    current: _Scope | None = scope
+    seen: set[int] = set()
+    while current is not None and current.key not in seen:
+        if current is ancestor:
+            return True
+        seen.add(current.key)
+        current = current.parent
+    return False
 
 
 def _echoed_id(call: ToolCall, messages: list[Message] | None) -> str | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
 
+from .dialects.base import plain
 from .records import LogRecordData, SpanEvent, SpanRecord
 
 if TYPE_CHECKING:
@@ -49,11 +50,16 @@ def is_genai_content(event_name: str | None) -> bool:
 
 
 def _body_attributes(body: Any) -> dict[str, Any]:
+    """A log body as event attributes; structured values (tuples, read-only mappings) as plain lists/dicts."""
     if isinstance(body, Mapping):
-        return {str(k): v for k, v in body.items()}
+        return {str(k): plain(v) for k, v in body.items()}
     if body is None:
         return {}
-    return {"content": body}
+    return {"content": plain(body)}
+
+
+def _attributes(log: LogRecordData) -> dict[str, Any]:
+    return {**{str(k): plain(v) for k, v in (log.attributes or {}).items()}, **_body_attributes(log.body)}
 
 
 def join_log_records(records: Sequence[SpanRecord], logs: Sequence[LogRecordData]) -> list[SpanRecord]:
@@ -78,10 +84,10 @@ def join_log_records(records: Sequence[SpanRecord], logs: Sequence[LogRecordData
         for log in sorted(mine, key=lambda l: l.time_unix_nano):
             name = event_name_of(log.event_name, log.attributes) or "log"
             if name == DETAILS_EVENT:
-                for key, value in {**log.attributes, **_body_attributes(log.body)}.items():
+                for key, value in _attributes(log).items():
                     attributes.setdefault(key, value)
             else:
-                events.append(SpanEvent(name, log.time_unix_nano, {**log.attributes, **_body_attributes(log.body)}))
+                events.append(SpanEvent(name, log.time_unix_nano, _attributes(log)))
         joined.append(dataclasses.replace(record, attributes=attributes, events=tuple(events)))
     return joined
 

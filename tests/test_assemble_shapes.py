@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from otel_agent_eval import assemble
@@ -158,3 +159,159 @@ def test_content_not_captured() -> None:
     (trace,) = assemble(spans)
     assert trace.content_captured is False
     assert [(c.name, c.requested) for c in trace.steps[0].tool_calls] == [("t", True)]
+
+
+# --- results echoed to the model, event-only content -------------------------------------------
+
+ECHO = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "t", "arguments": {"x": 1}}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "Error: boom"}]}]
+
+
+def test_result_echoed_to_the_model_when_the_tool_span_has_none() -> None:
+    # a failed tool: ERROR span, no result attribute; the app told the model "Error: boom"
+    failed = tool(3, "t", 20, 30, call_id="c1", args={"x": 1})
+    failed = dataclasses.replace(failed, status_code="ERROR", status_message="boom")
+    spans = [agent(), chat(2, 0, 10, calls=[("c1", "t", {"x": 1})]), failed, chat(4, 40, 50, text="sorry", inputs=ECHO)]
+    (trace,) = assemble(spans)
+    (call_t,) = trace.steps[0].tool_calls
+    assert (call_t.result, call_t.arguments) == ("Error: boom", {"x": 1})
+
+
+def test_echoed_result_needs_the_same_tool_name_in_another_scope() -> None:
+    # the later model call belongs to an unrelated agent that reuses the id "c1" for another tool
+    other = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "other", "arguments": {}}]},
+             {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "not mine"}]}]
+    spans = [agent(1, "a", 0, 35), chat(2, 0, 10, calls=[("c1", "t", {})]), tool(3, "t", 20, 30, call_id="c1"),
+             agent(10, "b", 40, 100), chat(11, 41, 50, 10, text="x", inputs=other)]
+    first = next(t for t in assemble(spans) if t.agent_name == "a")
+    assert first.steps[0].tool_calls[0].result is None
+
+
+def test_event_only_content_with_tuples_gives_the_same_steps_as_span_attributes() -> None:
+    from types import MappingProxyType
+
+    from otel_agent_eval.logs import join_log_records
+    from otel_agent_eval.records import LogRecordData
+
+    def frozen(value):  # what the SDK / OTLP decoding hands over: tuples and read-only mappings
+        if isinstance(value, dict):
+            return MappingProxyType({k: frozen(v) for k, v in value.items()})
+        if isinstance(value, list):
+            return tuple(frozen(v) for v in value)
+        return value
+
+    out1 = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "t", "arguments": {"x": 1}}]}]
+    out2 = [{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]
+    user = [{"role": "user", "parts": [{"type": "text", "content": "go"}]}]
+    span_only = [agent(), span(2, "chat m", 0, 10, **{"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(user),
+                                                       "gen_ai.output.messages": json.dumps(out1)}),
+                 tool(3, "t", 20, 30, call_id="c1", args={"x": 1}, result="Error: boom"),
+                 span(4, "chat m", 40, 50, **{"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(user + ECHO),
+                                              "gen_ai.output.messages": json.dumps(out2)})]
+    bare = [agent(), span(2, "chat m", 0, 10, **{"gen_ai.operation.name": "chat"}), tool(3, "t", 20, 30, call_id="c1"),
+            span(4, "chat m", 40, 50, **{"gen_ai.operation.name": "chat"})]
+    logs = [LogRecordData(trace_id=9, span_id=sid, time_unix_nano=t, event_name="gen_ai.client.inference.operation.details",
+                          attributes=frozen({"gen_ai.input.messages": i, "gen_ai.output.messages": o}), body=None)
+            for sid, t, i, o in ((2, 10, user, out1), (4, 50, user + ECHO, out2))]
+    event_only = join_log_records(bare, logs)
+
+    def shape(spans):
+        (trace,) = assemble(spans)
+        return trace.input, trace.final_output, trace.content_captured, [
+            (s.output, [(c.name, c.arguments, c.result, c.call_id, c.executed) for c in s.tool_calls]) for s in trace.steps]
+
+    assert shape(event_only) == shape(span_only) == (
+        "go", "done", True, [(None, [("t", {"x": 1}, "Error: boom", "c1", True)]), ("done", [])])
+
+
+# --- OpenInference agent graphs: turn nodes, handoffs ----------------------------------------------
+
+
+def oi(span_id: int, name: str, kind: str, start: int, end: int, parent: int | None, **attrs) -> SpanRecord:
+    return span(span_id, name, start, end, parent, **{"openinference.span.kind": kind, **attrs})
+
+
+def oi_llm(span_id: int, start: int, end: int, parent: int, calls=(), text: str | None = None) -> SpanRecord:
+    attrs = {"llm.model_name": "m", "llm.output_messages.0.message.role": "assistant"}
+    if text:
+        attrs["llm.output_messages.0.message.content"] = text
+    for j, (call_id, name, args) in enumerate(calls):
+        prefix = f"llm.output_messages.0.message.tool_calls.{j}.tool_call."
+        attrs.update({prefix + "id": call_id, prefix + "function.name": name, prefix + "function.arguments": json.dumps(args)})
+    return oi(span_id, "ChatModel", "LLM", start, end, parent, **attrs)
+
+
+def oi_tool(span_id: int, name: str, start: int, end: int, parent: int, arg, result) -> SpanRecord:
+    return oi(span_id, name, "TOOL", start, end, parent, **{"tool.name": name, "input.value": arg, "output.value": result})
+
+
+def tool_message(content: str, call_id: str) -> str:
+    return json.dumps({"type": "tool", "data": {"content": content, "tool_call_id": call_id, "status": "success"}})
+
+
+def test_agent_kind_graph_nodes_are_turns_of_the_graph_run() -> None:
+    # LangGraph + OpenInference without node metadata: root graph (CHAIN) -> "agent" (AGENT, one per turn)
+    # -> LLM; "tools" (CHAIN) -> TOOL. The agent nodes' requested calls run outside them.
+    state_in = json.dumps({"messages": [["user", "Find x."]]})
+    state_out = json.dumps({"messages": [{"type": "human", "data": {"content": "Find x."}},
+                                         {"type": "ai", "data": {"content": "Nothing."}}]})
+    spans = [oi(1, "researcher", "CHAIN", 0, 100, None, **{"input.value": state_in, "output.value": state_out}),
+             oi(2, "agent", "AGENT", 0, 10, 1), oi_llm(3, 1, 9, 2, calls=[("c1", "search", {"query": "x"})]),
+             oi(4, "tools", "CHAIN", 11, 20, 1), oi_tool(5, "search", 12, 19, 4, "x", tool_message("no results", "c1")),
+             oi(6, "agent", "AGENT", 21, 30, 1), oi_llm(7, 22, 29, 6, text="Nothing.")]
+    (trace,) = assemble(spans)
+    assert (trace.agent_name, trace.agent_span_id, trace.input, trace.final_output) == ("researcher", f"{1:016x}", "Find x.", "Nothing.")
+    assert [[(c.name, c.arguments, c.result, c.call_id) for c in s.tool_calls] for s in trace.steps] == [
+        [("search", {"query": "x"}, "no results", "c1")], []]
+    assert trace.children == []
+
+
+def test_langgraph_node_metadata_marks_a_single_turn_node() -> None:
+    meta = json.dumps({"langgraph_node": "agent", "langgraph_step": 1})
+    spans = [oi(1, "LangGraph", "CHAIN", 0, 100, None), oi(2, "agent", "AGENT", 0, 10, 1, metadata=meta),
+             oi_llm(3, 1, 9, 2, text="hi")]
+    (trace,) = assemble(spans)
+    assert (trace.agent_name, [s.output for s in trace.steps]) == ("LangGraph", ["hi"])
+
+
+def test_an_agent_that_answers_by_itself_stays_an_agent() -> None:
+    # agent-as-tool with a single model call and no tool: a real nested agent, not a turn node
+    spans = [oi(1, "boss", "AGENT", 0, 100, None, **{"agent.name": "boss"}), oi_llm(2, 0, 10, 1, calls=[("c1", "helper", {"q": 1})]),
+             oi_tool(3, "helper", 11, 50, 1, json.dumps({"q": 1}), "42"), oi(4, "helper", "AGENT", 12, 49, 3, **{"agent.name": "helper"}),
+             oi_llm(5, 13, 48, 4, text="42"), oi_llm(6, 60, 70, 1, text="It is 42.")]
+    (trace,) = assemble(spans)
+    (child,) = trace.children
+    assert (trace.agent_name, child.agent_name, child.parent_step_index, child.final_output) == ("boss", "helper", 0, "42")
+
+
+def test_handoff_target_sibling_is_linked_to_the_step_that_handed_off() -> None:
+    # OpenAI Agents + OpenInference: workflow -> source, target (siblings); target names its parent node;
+    # the handoff TOOL span fulfils the requested transfer call; its result is what the target model was sent
+    echo = {"llm.input_messages.0.message.role": "assistant",
+            "llm.input_messages.0.message.tool_calls.0.tool_call.id": "c9",
+            "llm.input_messages.0.message.tool_calls.0.tool_call.function.name": "transfer_to_booker",
+            "llm.input_messages.1.message.role": "tool", "llm.input_messages.1.message.tool_call_id": "c9",
+            "llm.input_messages.1.message.content": json.dumps({"assistant": "booker"})}
+    target_llm = oi_llm(7, 61, 70, 6, text="Booked.")
+    target_llm = dataclasses.replace(target_llm, attributes={**target_llm.attributes, **echo})
+    spans = [oi(1, "Agent workflow", "AGENT", 0, 100, None),
+             oi(2, "concierge", "AGENT", 0, 50, 1, **{"agent.name": "concierge", "graph.node.id": "concierge"}),
+             oi_llm(3, 1, 10, 2, calls=[("c9", "transfer_to_booker", {})]),
+             oi(4, "handoff to booker", "TOOL", 11, 12, 2, **{"input.value": "concierge", "output.value": "booker"}),
+             oi(6, "booker", "AGENT", 60, 90, 1, **{"agent.name": "booker", "graph.node.id": "booker", "graph.node.parent_id": "concierge"}),
+             target_llm]
+    (trace,) = assemble(spans)
+    (call_t,) = trace.steps[0].tool_calls
+    assert (call_t.name, call_t.arguments, call_t.result, call_t.span_id, call_t.requested) == (
+        "transfer_to_booker", {}, {"assistant": "booker"}, f"{4:016x}", True)
+    (child,) = trace.children
+    assert (child.agent_name, child.parent_step_index, child.final_output) == ("booker", 0, "Booked.")
+
+
+def test_openinference_tool_error_from_span_status() -> None:
+    failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
+    failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")
+    spans = [oi(1, "a", "AGENT", 0, 100, None), oi_llm(2, 0, 10, 1, calls=[("c1", "t", {"a": 1})]), failed, oi_llm(4, 30, 40, 1, text="ok")]
+    (trace,) = assemble(spans)
+    (call_t,) = trace.steps[0].tool_calls
+    assert (call_t.error, call_t.result) == ("Error running tool", "An error occurred.")

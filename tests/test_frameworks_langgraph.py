@@ -127,27 +127,14 @@ def test_openinference_tree_shape(run: Run) -> None:
     assert first.attributes["input.value"] == "x"
 
 
-XFAIL_REASON = (
-    "assembly (OpenInference LangChain / LangGraph): each LangGraph 'agent' node span "
-    "(openinference.span.kind=AGENT, one per turn) becomes its own AgentTrace named 'agent' with one step "
-    "whose calls stay executed=False, while the graph root 'researcher' (CHAIN) gets all four TOOL spans "
-    "grouped into one LLM-less step; TOOL arguments are read from input.value (bare 'x') instead of the "
-    "requested {'query': 'x'}, the result is the whole ToolMessage JSON instead of its content, and the "
-    "call id inside output.value (data.tool_call_id) is not used"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=XFAIL_REASON)
 def test_assembled_steps(run: Run) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), [expected_trace(run)])
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL_REASON)
 def test_processor_evaluated_the_same_steps(run: Run) -> None:
     assert_traces([e.trace for e in run.recorder.evaluated], [expected_trace(run)])
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL_REASON)
 def test_processor_results(run: Run, metric_samples: Any) -> None:
     labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
     assert labels == {

@@ -151,23 +151,10 @@ def test_openinference_recorded_the_tool_error_and_the_handoff(run: Run) -> None
     assert (handoff.attributes["input.value"], handoff.attributes["output.value"]) == ("concierge", "booking_agent")
 
 
-XFAIL_REASON = (
-    "assembly (OpenInference / OpenAI Agents): (1) book_table TOOL span has status ERROR "
-    "(description 'Error running tool (non-fatal): ...') but ToolCall.error is None; (2) the 'handoff to "
-    "booking_agent' TOOL span does not fulfil the requested transfer_to_booking_agent call (it becomes an "
-    "unrequested call with arguments='concierge', result='booking_agent'; the requested call stays "
-    "executed=False); (3) booking_agent (handoff target, AGENT span sibling of concierge under "
-    "'Agent workflow', graph.node.parent_id=concierge) is a separate root AgentTrace instead of a child of "
-    "concierge linked to step 2"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=XFAIL_REASON)
 def test_assembled_steps(run: Run) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), expected_traces(run))
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL_REASON)
 def test_processor_evaluated_the_same_steps(run: Run) -> None:
     """The processor evaluates each AgentTrace on its own (nested ones flattened)."""
     expected = expected_traces(run)

@@ -51,21 +51,6 @@ from tests.frameworks.harness import (  # noqa: E402
 
 MODES = ("SPAN_ONLY", "EVENT_ONLY")
 
-ECHOED_RESULT = (
-    "assembly: a call whose tool span carries no gen_ai.tool.call.result must take the result echoed back "
-    "to the model in a later turn's input (tool message / tool_call_response part with the same call id); "
-    "for the failed book_hotel call that is 'Error: no rooms left in Paris', got None"
-)
-TUPLE_MESSAGES = (
-    "assembly/dialects: in EVENT_ONLY mode the gen_ai.client.inference.operation.details log record holds "
-    "gen_ai.input.messages / gen_ai.output.messages as structured AnyValue (the SDK stores the lists as "
-    "tuples of dicts); the semconv dialect rejects them ('expected a list of messages, got tuple'), so no "
-    "requested calls, no args/results/texts, tool spans attach to the wrong step, content_captured=False"
-)
-STEP_MODES = [
-    pytest.param("SPAN_ONLY", marks=pytest.mark.xfail(strict=True, reason=ECHOED_RESULT)),
-    pytest.param("EVENT_ONLY", marks=pytest.mark.xfail(strict=True, reason=TUPLE_MESSAGES)),
-]
 HOTEL_ERROR_SENT = f"Error: {app.HOTEL_ERROR}"
 """What the app sends back to the model as book_hotel's tool message."""
 
@@ -193,14 +178,14 @@ def test_event_only_spans_carry_no_content(runs: dict[str, Run]) -> None:
 # --- assembly --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", STEP_MODES)
+@pytest.mark.parametrize("mode", MODES)
 def test_assembled_steps(runs: dict[str, Run], mode: str) -> None:
     """``assemble`` over the spans joined with their log records (what a backend holds)."""
     run = runs[mode]
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), [expected_trace(run)])
 
 
-@pytest.mark.parametrize("mode", STEP_MODES)
+@pytest.mark.parametrize("mode", MODES)
 def test_processor_evaluated_the_same_steps(runs: dict[str, Run], mode: str) -> None:
     run = runs[mode]
     assert len(run.recorder.evaluated) == 1
@@ -208,7 +193,6 @@ def test_processor_evaluated_the_same_steps(runs: dict[str, Run], mode: str) -> 
     assert_traces([evaluated.trace], [expected_trace(run)])
 
 
-@pytest.mark.xfail(strict=True, reason=TUPLE_MESSAGES)
 def test_both_modes_give_the_same_steps(runs: dict[str, Run]) -> None:
     span_only = [shape(e.trace) for e in runs["SPAN_ONLY"].recorder.evaluated]
     event_only = [shape(e.trace) for e in runs["EVENT_ONLY"].recorder.evaluated]

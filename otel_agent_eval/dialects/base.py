@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,14 @@ class Operation:
     tool_call_ids: list[str] = field(default_factory=list)
     tool_arguments: Any = None
     tool_result: Any = None
+    handoff_to: str | None = None
+    """A tool span that only records a handoff to another agent (its name), not a tool's work."""
+    node_id: str | None = None
+    """The agent's node id in a multi-agent graph (OpenInference ``graph.node.id``)."""
+    parent_node_id: str | None = None
+    """The node id of the agent this one was handed work by (``graph.node.parent_id``), when stated."""
+    graph_node: str | None = None
+    """The graph node this span runs in (LangGraph ``langgraph_node`` metadata)."""
     error: str | None = None
     usage: TokenUsage | None = None
     issues: list[str] = field(default_factory=list)
@@ -89,14 +98,33 @@ class Operation:
         return "\n".join(texts) if texts else None
 
 
+MAX_DEPTH = 64
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """A structured value as plain ``dict``/``list``s.
+
+    SDKs and OTLP decoding hand structured attribute values and log bodies over as
+    tuples and read-only mappings (``BoundedAttributes``, ``MappingProxyType``);
+    dialects only need to check for ``dict`` and ``list``.
+    """
+    if value is None or isinstance(value, (str, bytes, bytearray, int, float, bool)) or depth > MAX_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, Sequence):
+        return [plain(v, depth + 1) for v in value]
+    return value
+
+
 def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
     """Decode a JSON-string attribute; on failure keep the raw value and record why.
 
-    Structured values (already lists/dicts, as some SDKs and OTLP kvlists give)
-    pass through unchanged.
+    Structured values (lists/dicts, tuples and read-only mappings, as SDKs and OTLP
+    arrays/kvlists give) come back as plain lists and dicts.
     """
     if not isinstance(value, str):
-        return value
+        return plain(value)
     text = value.strip()
     if not text or text[0] not in "[{\"0123456789-tfn":
         return value
@@ -117,7 +145,7 @@ def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
     """
     if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
         return parse_json_value(value, attribute, issues)
-    return value
+    return plain(value)
 
 
 def as_int(value: Any) -> int | None:
@@ -199,6 +227,7 @@ def text_of(value: Any) -> str | None:
         return None
     if isinstance(value, str):
         return value
+    value = plain(value)
     if isinstance(value, dict):
         value = [value]
     if isinstance(value, list):
@@ -234,8 +263,12 @@ def unwrap_tool_payload(value: Any) -> Any:
     for inputs and ``{"output", "kwargs"}`` for outputs, where the output may be a
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
     """
+    value = plain(value)
     if not isinstance(value, dict):
         return value
+    message = tool_message(value)
+    if message is not None:
+        return message[0]
     keys = set(value)
     if keys and keys <= {"args", "kwargs"} and isinstance(value.get("args", []), list):
         args, kwargs = value.get("args") or [], value.get("kwargs") or {}
@@ -252,6 +285,27 @@ def unwrap_tool_payload(value: Any) -> Any:
     if value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and "content" in value["kwargs"]:
         return value["kwargs"]["content"]
     return value
+
+
+def tool_message(value: Any) -> tuple[Any, str | None, bool] | None:
+    """A serialized LangChain ``ToolMessage`` as ``(content, tool_call_id, failed)``, else None.
+
+    Two serializations occur: ``{"type": "tool", "data": {"content", "tool_call_id", "status"}}``
+    (``messages_to_dict``; OpenInference's LangChain tracer) and the ``dumpd`` constructor form
+    ``{"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {...}}``.
+    """
+    if not isinstance(value, dict):
+        return None
+    data = None
+    if value.get("type") == "tool" and isinstance(value.get("data"), dict):
+        data = value["data"]
+    elif value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and isinstance(value.get("id"), list):
+        if value["id"] and value["id"][-1] == "ToolMessage":
+            data = value["kwargs"]
+    if data is None or "content" not in data:
+        return None
+    call_id = data.get("tool_call_id")
+    return data["content"], (str(call_id) if present(call_id) else None), data.get("status") == "error"
 
 
 def span_error(record: SpanRecord) -> str | None:

@@ -21,6 +21,7 @@ from .base import (
     OTHER,
     STEP,
     TOOL,
+    WORKFLOW,
     Message,
     Operation,
     RequestedCall,
@@ -30,7 +31,10 @@ from .base import (
     maybe_json,
     parse_json_value,
     present,
+    span_error,
+    span_name_subject,
     text_of,
+    tool_message,
     usage_from,
 )
 
@@ -56,13 +60,15 @@ def kind(record: SpanRecord) -> str | None:
     span_kind = str(span_kind).upper()
     if span_kind == "CHAIN" and record.name in STEP_SPAN_NAMES:
         return STEP
+    if span_kind == "CHAIN" and (record.parent_span_id is None or record.parent_is_remote):
+        return WORKFLOW  # the root chain (a compiled LangGraph, a LangChain chain): the run's I/O
     return SPAN_KINDS.get(span_kind, OTHER)
 
 
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
-    fill(op, conversation_id=first_str(attrs, "session.id"))
+    fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=_graph_node(attrs))
     if op.kind == LLM:
         messages = _flattened(attrs, issues)
         fill(
@@ -75,10 +81,17 @@ def extract(record: SpanRecord, op: Operation) -> None:
         )
         if op.output_messages is None and present(attrs.get("llm.choices.0.completion.text")):
             op.output_messages = [Message("assistant", texts=[str(attrs["llm.choices.0.completion.text"])])]
+        _fill_missing_arguments(attrs, op)
     elif op.kind == TOOL:
         _extract_tool(attrs, op)
-    elif op.kind == AGENT:
-        fill(op, agent_name=first_str(attrs, "agent.name", "graph.node.id"))
+    elif op.kind in (AGENT, WORKFLOW):
+        if op.kind == AGENT:
+            fill(
+                op,
+                agent_name=first_str(attrs, "agent.name", "graph.node.id"),
+                node_id=first_str(attrs, "graph.node.id"),
+                parent_node_id=first_str(attrs, "graph.node.parent_id"),
+            )
         text = _io_text(attrs, "input.value", issues)
         if text:
             fill(op, input_messages=[Message("user", texts=[text])])
@@ -87,9 +100,58 @@ def extract(record: SpanRecord, op: Operation) -> None:
             fill(op, output_messages=[Message("assistant", texts=[text])])
 
 
+def _fill_missing_arguments(attrs: Any, op: Operation) -> None:
+    """Requested calls whose flattened ``function.arguments`` was left out (the OpenAI Agents
+    instrumentor drops an empty ``"{}"``) take them from the raw response in ``output.value``."""
+    missing = [call for call in op.requested_calls() if call.arguments is None and call.call_id]
+    if not missing or not present(attrs.get("output.value")):
+        return
+    raw: dict[str, Any] = {}
+    _raw_calls(maybe_json(attrs["output.value"], "output.value", []), raw, 0)
+    for call in missing:
+        if call.call_id in raw:
+            call.arguments = parse_json_value(raw[call.call_id], "output.value tool_call arguments", op.issues)
+
+
+def _raw_calls(value: Any, found: dict[str, Any], depth: int) -> None:
+    """Tool calls in a raw provider response: chat ``{id, function: {name, arguments}}`` or
+    Responses ``{type: function_call, call_id, name, arguments}``."""
+    if depth > 8:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _raw_calls(item, found, depth + 1)
+    elif isinstance(value, dict):
+        function = value.get("function")
+        call_id = value.get("call_id") or value.get("id")
+        if isinstance(function, dict) and "arguments" in function and present(call_id):
+            found.setdefault(str(call_id), function["arguments"])
+        elif value.get("type") == "function_call" and "arguments" in value and present(call_id):
+            found.setdefault(str(call_id), value["arguments"])
+        for key in ("choices", "message", "output", "tool_calls"):
+            if isinstance(value.get(key), (list, dict)):
+                _raw_calls(value[key], found, depth + 1)
+
+
+def _graph_node(attrs: Any) -> str | None:
+    """The LangGraph node a span runs in, from the ``metadata`` JSON LangChain tracers record."""
+    metadata = attrs.get("metadata")
+    if isinstance(metadata, str) and "langgraph_node" not in metadata:
+        return None
+    metadata = parse_json_value(metadata, "metadata", [])
+    if isinstance(metadata, dict) and present(metadata.get("langgraph_node")):
+        return str(metadata["langgraph_node"])
+    return None
+
+
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
     fill(op, tool_name=first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
+    if op.tool_name is None and (op.record.name == "handoff" or op.record.name.startswith("handoff to ")):
+        # OpenAI Agents handoff: input.value / output.value name the source and target agents;
+        # the tool the model called (transfer_to_...) is not recorded.
+        op.handoff_to = first_str(attrs, "output.value") or span_name_subject(op.record.name, "handoff to")
+        return
     if op.tool_arguments is None and present(attrs.get("input.value")):
         op.tool_arguments = parse_json_value(attrs["input.value"], "input.value", issues)
     if op.tool_arguments is None and present(attrs.get("tool.parameters")):
@@ -102,6 +164,13 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
             if present(result.get("id")):  # ADK + OpenInference: {id, name, response}
                 fill(op, tool_call_ids=[str(result["id"])])
             result = result["response"]
+        message = tool_message(result)
+        if message is not None:  # LangChain: the ToolMessage the tool node returned
+            result, call_id, failed = message
+            if call_id:
+                fill(op, tool_call_ids=[call_id])
+            if failed:
+                fill(op, error=text_of(result) or "error")
         op.tool_result = result
 
 
@@ -117,6 +186,8 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
     data = parse_json_value(value, key, [])
     if isinstance(data, str):
         return data
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):  # LangGraph state
+        return _langchain_text(data["messages"], "user" if key == "input.value" else "assistant")
     if isinstance(data, dict):
         content = data.get("content") if isinstance(data.get("content"), dict) else data.get("new_message")
         if isinstance(content, dict) and isinstance(content.get("parts"), list):
@@ -126,6 +197,33 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
             if isinstance(data.get(field), str):
                 return data[field]
     return None  # structured I/O of unknown shape: leave it to the steps
+
+
+_LANGCHAIN_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+                    "AIMessage": "assistant", "HumanMessage": "user", "AIMessageChunk": "assistant"}
+
+
+def _langchain_text(messages: list[Any], role: str) -> str | None:
+    """The text of the last ``role`` message in a LangChain message list (None if it has none).
+
+    Messages come as ``(role, text)`` pairs, ``{"type", "data": {...}}`` (``messages_to_dict``),
+    ``dumpd`` constructors (``{"lc": 1, "id": [..., "AIMessage"], "kwargs": {...}}``) or
+    OpenAI-style ``{"role", "content"}``.
+    """
+    for item in reversed(messages):
+        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+            kind, content = item
+        elif isinstance(item, dict) and isinstance(item.get("data"), dict):
+            kind, content = item.get("type"), item["data"].get("content")
+        elif isinstance(item, dict) and isinstance(item.get("kwargs"), dict) and isinstance(item.get("id"), list):
+            kind, content = (item["id"] or [None])[-1], item["kwargs"].get("content")
+        elif isinstance(item, dict) and "role" in item:
+            kind, content = item.get("role"), item.get("content")
+        else:
+            continue
+        if _LANGCHAIN_ROLES.get(str(kind)) == role:  # the last one counts, even when it has no text
+            return (text_of(content) if content not in (None, "", []) else None) or None
+    return None
 
 
 def _flattened(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:
