@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from .records import LogRecordData, SpanRecord
+from .records import LogRecordData
 
 ROOT_ENDED = "root_ended"
 IDLE_TIMEOUT = "idle_timeout"
@@ -34,7 +35,7 @@ COMPLETION_REASONS = (ROOT_ENDED, IDLE_TIMEOUT, MAX_AGE, FLUSH, SHUTDOWN)
 class _Entry:
     first_seen: float
     last_seen: float
-    spans: list[SpanRecord] = field(default_factory=list)
+    spans: list[Any] = field(default_factory=list)
     logs: list[LogRecordData] = field(default_factory=list)
     root_ended_at: float | None = None
 
@@ -42,7 +43,8 @@ class _Entry:
 @dataclass(frozen=True)
 class CompletedTrace:
     trace_id: int
-    spans: list[SpanRecord]
+    spans: list[Any]
+    """``SpanRecord``s or SDK ``ReadableSpan``s, in arrival order."""
     reason: str
     logs: list[LogRecordData] = field(default_factory=list)
 
@@ -78,12 +80,14 @@ class TraceBuffer:
     def trace_ids(self) -> list[int]:
         return list(self._entries)
 
-    def add(self, record: SpanRecord, now: float) -> None:
-        entry = self._entry(record.trace_id, now)
+    def add(self, span: Any, trace_id: int, is_local_root: bool, now: float) -> None:
+        """Buffer one span: a ``SpanRecord``, or an SDK span kept as is until the trace
+        completes (evicted traces then never pay for the copy)."""
+        entry = self._entry(trace_id, now)
         if entry is None:
             return
-        entry.spans.append(record)
-        if record.is_local_root:
+        entry.spans.append(span)
+        if is_local_root:
             entry.root_ended_at = now
 
     def add_log(self, log: LogRecordData, now: float) -> None:

@@ -289,17 +289,33 @@ class Pipeline:
                 self.buffer.add_log(span, now)
                 continue
             try:
-                record = span if isinstance(span, SpanRecord) else from_readable_span(span, content=is_genai(raw_attributes(span)))
+                if isinstance(span, SpanRecord):
+                    self.buffer.add(span, span.trace_id, span.is_local_root, now)
+                else:
+                    parent = span.parent
+                    self.buffer.add(span, span.context.trace_id, parent is None or parent.is_remote, now)
             except Exception:
                 self.stats.processor_errors.inc()
                 self.log_once("record", "otel-agent-eval: could not read a span")
+
+    def _records(self, spans: list[Any]) -> list[SpanRecord]:
+        """SDK spans become SpanRecords here, once their trace is complete."""
+        records = []
+        for span in spans:
+            if isinstance(span, SpanRecord):
+                records.append(span)
                 continue
-            self.buffer.add(record, now)
+            try:
+                records.append(from_readable_span(span, content=is_genai(raw_attributes(span))))
+            except Exception:
+                self.stats.processor_errors.inc()
+                self.log_once("record", "otel-agent-eval: could not read a span")
+        return records
 
     def _on_completed(self, completed: CompletedTrace) -> None:
         self.stats.traces_completed.inc(completed.reason)
         try:
-            agent_traces = flatten(assemble(join_log_records(completed.spans, completed.logs)))
+            agent_traces = flatten(assemble(join_log_records(self._records(completed.spans), completed.logs)))
         except Exception:
             self.stats.processor_errors.inc()
             self.stats.dropped.inc("assembly_error")

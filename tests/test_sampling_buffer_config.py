@@ -65,6 +65,10 @@ def record(trace_id: int, span_id: int, parent: int | None = None) -> SpanRecord
     return SpanRecord(trace_id, span_id, parent, "s", 0, 1)
 
 
+def put(buf: TraceBuffer, r: SpanRecord, now: float) -> None:
+    buf.add(r, r.trace_id, r.is_local_root, now)
+
+
 def make_buffer(drops: list[tuple[str, int]], **kw: float) -> TraceBuffer:
     args = dict(settle_delay=2.0, idle_timeout=30.0, max_age=300.0, max_traces=3, max_spans_per_trace=2)
     args.update(kw)
@@ -74,8 +78,8 @@ def make_buffer(drops: list[tuple[str, int]], **kw: float) -> TraceBuffer:
 def test_root_end_plus_settle_delay_completes() -> None:
     drops: list[tuple[str, int]] = []
     buf = make_buffer(drops)
-    buf.add(record(1, 2, parent=1), now=0.0)
-    buf.add(record(1, 1), now=1.0)  # local root
+    put(buf, record(1, 2, parent=1), 0.0)
+    put(buf, record(1, 1), 1.0)  # local root
     assert buf.pop_complete(2.9) == []
     (done,) = buf.pop_complete(3.0)
     assert (done.trace_id, done.reason, len(done.spans)) == (1, "root_ended", 2)
@@ -83,10 +87,10 @@ def test_root_end_plus_settle_delay_completes() -> None:
 
 def test_idle_timeout_and_max_age() -> None:
     buf = make_buffer([], idle_timeout=5.0, max_age=8.0, max_spans_per_trace=100)
-    buf.add(record(1, 2, parent=99), now=0.0)  # no root in this process
+    put(buf, record(1, 2, parent=99), 0.0)  # no root in this process
     assert [c.reason for c in buf.pop_complete(5.0)] == ["idle_timeout"]
     for t in range(0, 8):
-        buf.add(record(3, 10 + t, parent=99), now=5.0 + t)  # keeps arriving: never idle
+        put(buf, record(3, 10 + t, parent=99), 5.0 + t)  # keeps arriving: never idle
     assert buf.pop_complete(12.9) == []
     assert [c.reason for c in buf.pop_complete(13.0)] == ["max_age"]
 
@@ -95,13 +99,13 @@ def test_bounds_and_late_spans_are_counted() -> None:
     drops: list[tuple[str, int]] = []
     buf = make_buffer(drops)
     for trace_id in (1, 2, 3, 4):  # max 3 traces: trace 1 is evicted
-        buf.add(record(trace_id, 1), now=0.0)
+        put(buf, record(trace_id, 1), 0.0)
     assert drops == [("buffer_full", 1)] and 1 not in buf
-    buf.add(record(2, 2, parent=1), now=0.0)
-    buf.add(record(2, 3, parent=1), now=0.0)  # third span > max 2 per trace
+    put(buf, record(2, 2, parent=1), 0.0)
+    put(buf, record(2, 3, parent=1), 0.0)  # third span > max 2 per trace
     assert drops[-1] == ("trace_too_large", 1)
     buf.pop_all("flush")
-    buf.add(record(3, 9, parent=1), now=0.0)
+    put(buf, record(3, 9, parent=1), 0.0)
     assert drops[-1] == ("late_span", 1) and len(buf) == 0
 
 
