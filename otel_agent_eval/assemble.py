@@ -61,6 +61,11 @@ CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering a tool span after the LLM span that requested it."""
 
 
+def _start_order(op: Operation) -> tuple[int, int]:
+    """Start time, then span id: ties must not depend on the order spans arrived in."""
+    return op.record.start_time_unix_nano, op.record.span_id
+
+
 def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
     """Group spans (SDK ``ReadableSpan``s or ``SpanRecord``s) into AgentTraces.
 
@@ -138,7 +143,7 @@ class _TraceAssembly:
         for span_id in self._turn_nodes():
             del self.ops[span_id]
         scopes: dict[int, _Scope] = {}
-        for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
+        for op in sorted(self.ops.values(), key=_start_order):
             if op.kind == AGENT:
                 scopes[op.span_id] = _Scope(op.span_id, op, op.record)
         for scope in scopes.values():
@@ -148,7 +153,7 @@ class _TraceAssembly:
                 scope.parent.children.append(scope)
         self._link_handoffs(scopes)
 
-        for op in sorted(self.ops.values(), key=lambda o: o.record.start_time_unix_nano):
+        for op in sorted(self.ops.values(), key=_start_order):
             if op.kind not in (LLM, TOOL, STEP):
                 continue
             scope = self._scope_of(op, scopes)
@@ -321,7 +326,7 @@ class _TraceAssembly:
         if not drafts and scope.tools:
             drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
-        for tool in sorted(scope.tools, key=lambda o: o.record.start_time_unix_nano):
+        for tool in sorted(scope.tools, key=_start_order):
             self._owner(tool, drafts).attach(tool)
         _backfill_call_ids(drafts)
         self._backfill_results(scope, drafts)
@@ -358,6 +363,9 @@ class _TraceAssembly:
             usage=usage,
             content_captured=any(op.has_content for op in scope.llms + scope.tools)
             or bool(agent and agent.has_content),
+            tool_definitions=next(
+                (op.tool_definitions for op in ([agent] if agent else []) + scope.llms if op.tool_definitions), None
+            ),
             issues=issues,
         )
 
@@ -458,7 +466,7 @@ class _StepDraft:
     @classmethod
     def from_step(cls, step: Operation | None, llms: list[Operation]) -> _StepDraft:
         """A step from its step span (if any) and the model calls in it, in start order."""
-        llms = sorted(llms, key=lambda o: o.record.start_time_unix_nano)
+        llms = sorted(llms, key=_start_order)
         start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
         draft = cls(start=start, llms=llms, step=step, issues=list(step.issues) if step else [])
         ok = [llm for llm in llms if llm.error is None]

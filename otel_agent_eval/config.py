@@ -49,6 +49,8 @@ class Settings(BaseModel):
     expectations_file: str | None = Field(None, description="JSON file of tool-call expectation rules (see README).")
     loop_threshold: int = Field(3, ge=2, description="Same tool with identical arguments this many times is a loop.")
     max_steps: int = Field(20, ge=1, description="Step budget: more LLM turns than this fails step_budget.")
+    max_conversations: int = Field(1000, ge=0, description="Conversations whose recent turns are remembered for later runs (gen_ai.conversation.id); 0 turns it off.")
+    max_turns_per_conversation: int = Field(20, ge=1, description="Prior turns remembered per conversation and given to evaluators.")
     # outputs
     emit_spans: bool = Field(True, description="Emit an evaluation span per evaluated agent trace.")
     emit_logs: bool = Field(True, description="Emit gen_ai.evaluation.result log records.")

@@ -69,6 +69,16 @@ class AgentStep(_Model):
     """Problems met while reading this step's spans (malformed JSON, ...)."""
 
 
+class ConversationTurn(_Model):
+    """An earlier agent run of the same conversation, as later runs' evaluators see it."""
+
+    trace_id: str
+    agent_span_id: str | None = None
+    input: str | None = None
+    final_output: str | None = None
+    start_time_unix_nano: int = 0
+
+
 class AgentTrace(_Model):
     """One agent invocation within a trace, split into steps."""
 
@@ -89,6 +99,10 @@ class AgentTrace(_Model):
     usage: TokenUsage = Field(default_factory=TokenUsage)
     content_captured: bool = True
     """False when the spans carried no message content (capture turned off)."""
+    tool_definitions: list[Any] | None = None
+    """The tools offered to the model (``gen_ai.tool.definitions``), when recorded."""
+    prior_turns: list[ConversationTurn] = Field(default_factory=list)
+    """Earlier runs of the same conversation (``gen_ai.conversation.id``), oldest first."""
     issues: list[str] = Field(default_factory=list)
 
     @property

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .assemble import assemble
+from .conversations import stitch
 from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
 from .pipeline import flatten
@@ -89,7 +90,7 @@ class Report:
 def evaluate_records(records: Iterable[SpanRecord], evaluators: Sequence[Evaluator], gates: Sequence[Gate] = ()) -> Report:
     records = list(records)
     trace_ids = {r.trace_id for r in records}
-    agent_traces = flatten(assemble(records))
+    agent_traces = flatten(stitch(assemble(records)))
     with_agent = {t.trace_id for t in agent_traces}
     evaluated = []
     for trace in agent_traces:

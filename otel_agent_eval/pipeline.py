@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from .assemble import assemble
 from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
 from .config import Settings
+from .conversations import ConversationStore
 from .dialects import is_genai
 from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
@@ -71,6 +72,8 @@ class _Worker:
     def __init__(self, pipeline: Pipeline, number: int) -> None:
         self.pipeline = pipeline
         self.abandoned = False
+        self.job: _Job | None = None
+        """The job this worker holds until it hands the results to the sinks."""
         self.current: tuple[_Job, int, float] | None = None
         self.thread = threading.Thread(target=pipeline._work, args=(self,), name=f"otel-agent-eval-worker-{number}", daemon=True)
 
@@ -132,6 +135,7 @@ class Pipeline:
             max_per_second=s.max_evaluations_per_second,
             clock=self.clock,
         )
+        self.conversations = ConversationStore(s.max_conversations, s.max_turns_per_conversation)
         self.active_traces: dict[int, None] = {}
         """Trace ids with kept spans: the hot path keeps any further span of these."""
         self._queue: deque[_Job] = deque()
@@ -195,6 +199,10 @@ class Pipeline:
         with self._lock:
             lost = len(self._queue)
             self._queue.clear()
+            for worker in self._workers:  # jobs still being evaluated when the deadline passed
+                if worker.job is not None and not worker.abandoned:
+                    worker.abandoned = True  # its late results are discarded
+                    lost += 1
             self._work_ready.notify_all()
         try:
             buffered = set(self.buffer.trace_ids())
@@ -315,7 +323,10 @@ class Pipeline:
     def _on_completed(self, completed: CompletedTrace) -> None:
         self.stats.traces_completed.inc(completed.reason)
         try:
-            agent_traces = flatten(assemble(join_log_records(self._records(completed.spans), completed.logs)))
+            runs = assemble(join_log_records(self._records(completed.spans), completed.logs))
+            if self.settings.max_conversations:
+                runs = [self.conversations.attach(run) for run in runs]
+            agent_traces = flatten(runs)
         except Exception:
             self.stats.processor_errors.inc()
             self.stats.dropped.inc("assembly_error")
@@ -355,6 +366,7 @@ class Pipeline:
                 evaluator = self.evaluators[index]
                 worker.abandoned = True
                 worker.current = None
+                worker.job = None  # goes back to the queue below
                 self._workers.remove(worker)
                 self._busy_workers -= 1
                 self._abandoned += 1
@@ -384,7 +396,7 @@ class Pipeline:
                     self._work_ready.wait()
                 if self._stopping or worker.abandoned:
                     return
-                job = self._queue.popleft()
+                job = worker.job = self._queue.popleft()
                 self._busy_workers += 1
                 self.stats.queue_depth = len(self._queue)
             self._run_job(worker, job)
@@ -411,6 +423,10 @@ class Pipeline:
                 job.results.extend(results)
                 job.durations[evaluator.name] = time.monotonic() - started
                 job.next_index = index + 1
+        with self._lock:
+            if worker.abandoned:
+                return  # shutdown gave up on this job and counted it
+            worker.job = None  # from here on the job is emitted, not lost
         self._emit(job)
 
     def _evaluate_one(self, evaluator: Evaluator, trace: AgentTrace) -> list[EvalResult]:

@@ -15,11 +15,52 @@ STATUS_OK = "OK"
 STATUS_ERROR = "ERROR"
 
 
+MAX_CLEAN_DEPTH = 64
+
+
+def clean(value: Any, depth: int = 0) -> Any:
+    """A value that can always be encoded as UTF-8 text (JSON, Prometheus labels).
+
+    Span attributes may hold bytes (OTLP ``bytes_value``, invalid UTF-8) and
+    strings with lone surrogates (legal in Python, impossible in UTF-8): bytes
+    are decoded and bad characters replaced, once, when the record is made.
+    """
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+    if kind is bytes or kind is bytearray:
+        return bytes(value).decode("utf-8", "replace")
+    if depth >= MAX_CLEAN_DEPTH:
+        return value
+    if kind is tuple or kind is list:
+        return kind(clean(v, depth + 1) for v in value)
+    if isinstance(value, Mapping):
+        return {clean(k, depth + 1): clean(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+def _clean_fields(obj: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        cleaned = clean(value)
+        if cleaned is not value:
+            object.__setattr__(obj, name, cleaned)
+
+
 @dataclass(frozen=True, slots=True)
 class SpanEvent:
     name: str
     time_unix_nano: int
     attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "name", "attributes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +84,9 @@ class SpanRecord:
     kind: str = "INTERNAL"
     scope_name: str = ""
     parent_is_remote: bool = False
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "name", "attributes", "status_message")
 
     @property
     def is_local_root(self) -> bool:

@@ -302,6 +302,8 @@ class RunSpans:
             end_time_unix_nano=span.end_time,
             usage=usage,
             content_captured=True,
+            # The tools pydantic-ai offered the model, as recorded on its chat spans.
+            tool_definitions=json.loads(self.chats[0].attributes["gen_ai.tool.definitions"]),
             issues=[],
         )
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import TokenUsage
-from ..records import SpanRecord
+from ..records import SpanRecord, clean
 
 AGENT = "agent"
 LLM = "llm"
@@ -71,6 +71,7 @@ class Operation:
     """The graph node this span runs in (LangGraph ``langgraph_node`` metadata)."""
     error: str | None = None
     usage: TokenUsage | None = None
+    tool_definitions: list[Any] | None = None
     issues: list[str] = field(default_factory=list)
 
     @property
@@ -132,7 +133,7 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
     try:
-        return json.loads(text)
+        return clean(json.loads(text))  # JSON escapes can spell lone surrogates
     except (ValueError, RecursionError) as exc:
         issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
         return value
@@ -176,7 +177,7 @@ def canonical_json(value: Any) -> str:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

@@ -55,7 +55,7 @@ OPERATION_KINDS = {
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 """Carries the span's content as event attributes (Strands latest mode, event-only content joined to a span)."""
 
-CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages")
+CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
 
 
 def detect(record: SpanRecord) -> bool:
@@ -111,6 +111,10 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.input_messages = parse_messages(found["gen_ai.input.messages"], "gen_ai.input.messages", issues)
     if op.output_messages is None and "gen_ai.output.messages" in found:
         op.output_messages = parse_messages(found["gen_ai.output.messages"], "gen_ai.output.messages", issues)
+    if op.tool_definitions is None and "gen_ai.tool.definitions" in found:
+        definitions = parse_json_value(found["gen_ai.tool.definitions"], "gen_ai.tool.definitions", issues)
+        if isinstance(definitions, list):
+            op.tool_definitions = definitions
     if op.kind == TOOL:
         _extract_tool(attrs, op)
     if op.kind == LLM:

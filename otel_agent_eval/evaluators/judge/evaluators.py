@@ -222,8 +222,7 @@ class ToolArgumentAccuracy(JudgeEvaluator):
 
     A call counts as accurate only when its arguments pass the schema (if one is
     known) and the judge answers yes. Definitions come from ``tool_definitions``
-    (static) or the trace's ``tool_definitions`` attribute once the model carries
-    ``gen_ai.tool.definitions``.
+    (static) or the trace's ``tool_definitions`` (from ``gen_ai.tool.definitions``).
     """
 
     name = "tool_argument_accuracy"
@@ -250,7 +249,7 @@ class ToolArgumentAccuracy(JudgeEvaluator):
         ]
 
     def finish(self, trace, questions, answers, details):  # type: ignore[no-untyped-def]
-        definitions = self.tool_definitions if self.tool_definitions is not None else getattr(trace, "tool_definitions", None)
+        definitions = self.tool_definitions if self.tool_definitions is not None else trace.tool_definitions
         schemas = tool_schemas(definitions)
         if not schemas:
             details["schema_check"] = "no tool definitions in the trace"
@@ -329,8 +328,9 @@ History = Callable[[AgentTrace], Sequence[PriorTurn]]
 class AgentMemoryEval(JudgeEvaluator):
     """Uses the prior turns of the same conversation correctly, with no invented or stale facts.
 
-    Prior turns come from ``history(trace)`` (e.g. a store keyed by
-    ``trace.conversation_id``), or ``evaluate_with_history``. Without prior
+    Prior turns come from the trace's ``prior_turns`` (stitched by conversation
+    id, see ``conversations.py``), or ``history(trace)``, or
+    ``evaluate_with_history``. Without prior
     turns the evaluator is skipped. The most recent turns that fit a third of
     the prompt budget are shown; ``prior_turns_shown`` / ``prior_turns_total``
     say how many.
@@ -352,7 +352,9 @@ class AgentMemoryEval(JudgeEvaluator):
         return AgentMemoryEval(self.judge, self.threshold, history=lambda _: turns).evaluate(trace)
 
     def _turns(self, trace: AgentTrace) -> Sequence[PriorTurn]:
-        return list(self.history(trace)) if self.history is not None else []
+        if self.history is not None:
+            return list(self.history(trace))
+        return [PriorTurn(turn.input, turn.final_output) for turn in trace.prior_turns]
 
     def applies(self, trace: AgentTrace) -> str | None:
         if not self._turns(trace):
