@@ -41,7 +41,19 @@ CONTRACT_METRICS: dict[str, str] = {
     "agent_eval_queue_depth": "gauge",
     "agent_eval_buffered_traces": "gauge",
     "agent_eval_processor_errors_total": "counter",
+    # LLM judge (otel_agent_eval/evaluators/judge/metrics.py, docs/judge.md "Metrics").
+    "agent_eval_judge_tokens_total": "counter",
+    "agent_eval_judge_cost_usd_total": "counter",
+    "agent_eval_judge_request_duration_seconds": "histogram",
+    "agent_eval_judge_requests_total": "counter",
+    "agent_eval_judge_errors_total": "counter",
+    "agent_eval_judge_budget_skips_total": "counter",
+    "agent_eval_judge_cache_hits_total": "counter",
+    "agent_eval_judge_budget_remaining_ratio": "gauge",
 }
+
+# The judge's metrics: exported only when a judge is configured (OTEL_AGENT_EVAL_JUDGE_MODEL).
+JUDGE_METRICS = {name for name in CONTRACT_METRICS if name.startswith("agent_eval_judge_")}
 
 # Values used for Grafana's variables when running dashboard queries directly.
 TEMPLATE_VALUES = {
@@ -256,3 +268,22 @@ def test_drill_down_has_exemplars() -> None:
     model = dashboards()["agent-eval-agent.json"]
     targets = [t for p in _panels(model) for t in p.get("targets", [])]
     assert any(t.get("exemplar") and "agent_eval_score_bucket" in t["expr"] for t in targets)
+
+
+def test_judge_alert_constants_are_visible() -> None:
+    errors = next(r for r in rules() if r.get("alert") == "AgentEvalJudgeErrors")
+    assert "> 0.10" in errors["expr"] and ">= 20" in errors["expr"]
+    budget = next(r for r in rules() if r.get("alert") == "AgentEvalJudgeBudgetExhausted")
+    assert "agent_eval_judge_budget_remaining_ratio <= 0" in budget["expr"]
+    assert "agent_eval_judge_budget_skips_total" in budget["expr"]
+
+
+def test_pipeline_dashboard_shows_every_judge_metric() -> None:
+    model = dashboards()["agent-eval-pipeline.json"]
+    used: set[str] = set()
+    for panel in _panels(model):
+        for target in panel.get("targets", []):
+            used |= metric_names(substitute(target["expr"]))
+    for name in JUDGE_METRICS:
+        kind = CONTRACT_METRICS[name]
+        assert (f"{name}_bucket" if kind == "histogram" else name) in used, f"{name} not on the pipeline dashboard"

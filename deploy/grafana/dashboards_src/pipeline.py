@@ -1,4 +1,4 @@
-"""Pipeline health: intake, assembly, sampling, drops, queue, evaluator errors and latency."""
+"""Pipeline health: intake, assembly, sampling, drops, queue, evaluator errors and latency, LLM judge."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from .common import AGENT, new_dashboard, query, row, stat_panel, timeseries_panel, to_json
 
 RATE = "$__rate_interval"
+EVALUATOR = 'evaluator=~"$evaluator"'
 
 
 def _quantile(q: float) -> str:
@@ -16,13 +17,36 @@ def _quantile(q: float) -> str:
     )
 
 
+def _judge_quantile(q: float) -> str:
+    return (
+        f"histogram_quantile({q}, sum by (model, le) "
+        f"(rate(agent_eval_judge_request_duration_seconds_bucket[{RATE}])))"
+    )
+
+
+def _judge_error_share(window: str) -> str:
+    """Judge errors / judged traces (pass + fail + error) per evaluator, as in AgentEvalJudgeErrors."""
+    return (
+        f"sum by (evaluator) (rate(agent_eval_judge_errors_total{{{EVALUATOR}}}[{window}]))\n"
+        "/ on (evaluator)\n"
+        f'sum by (evaluator) (rate(agent_eval_results_total{{{EVALUATOR}, outcome=~"pass|fail|error"}}[{window}]))'
+    )
+
+
+def _cache_hit_ratio(window: str) -> str:
+    """Answers served from the cache / answers needed (cache hits + requests by final outcome), all evaluators."""
+    hits = f"sum (rate(agent_eval_judge_cache_hits_total[{window}]))"
+    return f'{hits}\n/\n({hits} + sum (rate(agent_eval_judge_requests_total{{outcome!="retry"}}[{window}])))'
+
+
 def build() -> dict[str, Any]:
     """The pipeline health dashboard's JSON model."""
     d = new_dashboard(
         "agent-eval-pipeline",
         "Agent evaluation: pipeline health",
         "Health of the otel-agent-eval processor: spans in, traces assembled, sampling, drops, "
-        "queues, evaluator errors and latency.",
+        "queues, evaluator errors and latency, and the LLM judge: requests, latency, tokens, cost, budget, "
+        "errors and cache.",
     )
     d = (
         d.with_row(row("Now"))
@@ -144,6 +168,152 @@ def build() -> dict[str, Any]:
                     query(_quantile(0.95), "p95 {{evaluator}}", ref="B"),
                 ],
                 unit="s",
+            )
+        )
+        .with_row(row("LLM judge"))
+        .with_panel(
+            stat_panel(
+                "Judge budget remaining",
+                "Share of the hourly judge budget left (the tighter of the token and USD budgets), lowest "
+                "instance. 1 without a budget; at 0 judge evaluators are skipped (AgentEvalJudgeBudgetExhausted).",
+                [query("min (agent_eval_judge_budget_remaining_ratio)", instant=True)],
+                unit="percentunit",
+                decimals=0,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Judge cost (1h)",
+                "Estimated judge cost over the last hour (needs a price for the model: OTEL_AGENT_EVAL_JUDGE_PRICES).",
+                [query(f"sum (increase(agent_eval_judge_cost_usd_total{{{EVALUATOR}}}[1h]))", instant=True)],
+                unit="currencyUSD",
+                decimals=2,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Judge errors (1h)",
+                "Judge evaluations that ended in an error result over the last hour, all reasons.",
+                [query(f"sum (increase(agent_eval_judge_errors_total{{{EVALUATOR}}}[1h]))", instant=True)],
+                decimals=0,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Judge cache hit ratio (1h)",
+                "Judge answers served from the cache / answers needed (cache hits + requests), all judge evaluators.",
+                [query(_cache_hit_ratio("1h"), instant=True)],
+                unit="percentunit",
+                decimals=1,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge requests by outcome",
+                "Judge HTTP requests per second by model and outcome: ok, retry (a retried attempt), or the "
+                "final failure reason (judge_unavailable, judge_timeout, judge_rejected, rate_limited_exhausted, ...).",
+                [
+                    query(
+                        f"sum by (model, outcome) (rate(agent_eval_judge_requests_total[{RATE}]))",
+                        "{{model}} {{outcome}}",
+                    )
+                ],
+                unit="ops",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge latency",
+                "p50 and p95 of one judge HTTP request (one attempt) per model.",
+                [
+                    query(_judge_quantile(0.5), "p50 {{model}}"),
+                    query(_judge_quantile(0.95), "p95 {{model}}", ref="B"),
+                ],
+                unit="s",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge tokens by type and model",
+                "Judge tokens per second by model and type (input, output); cached answers cost none.",
+                [
+                    query(
+                        f"sum by (model, type) (rate(agent_eval_judge_tokens_total{{{EVALUATOR}}}[{RATE}]))",
+                        "{{model}} {{type}}",
+                    )
+                ],
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge cost (USD/hour)",
+                "Estimated judge spend rate per model, in USD per hour (models without a price are not counted).",
+                [
+                    query(
+                        f"sum by (model) (rate(agent_eval_judge_cost_usd_total{{{EVALUATOR}}}[{RATE}])) * 3600",
+                        "{{model}}",
+                    )
+                ],
+                unit="currencyUSD",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge errors by reason",
+                "Judge evaluations ending in an error result per second, by evaluator and reason "
+                "(see docs/judge.md, Failure reasons).",
+                [
+                    query(
+                        f"sum by (evaluator, reason) (rate(agent_eval_judge_errors_total{{{EVALUATOR}}}[{RATE}]))",
+                        "{{evaluator}} {{reason}}",
+                    )
+                ],
+                unit="ops",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge error share by evaluator",
+                "Judge errors / judged traces (pass + fail + error) per judge evaluator: what the "
+                "AgentEvalJudgeErrors alert compares with its threshold.",
+                [query(_judge_error_share(RATE), "{{evaluator}}")],
+                unit="percentunit",
+                min_val=0,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge budget remaining",
+                "Share of the hourly judge budget left per instance; 1 without a budget.",
+                [query("min by (instance) (agent_eval_judge_budget_remaining_ratio)", "{{instance}}")],
+                unit="percentunit",
+                min_val=0,
+                max_val=1,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge budget skips",
+                "Judge evaluations skipped per second because the hourly budget was spent (result skipped, "
+                "reason budget_exhausted).",
+                [
+                    query(
+                        f"sum by (evaluator) (rate(agent_eval_judge_budget_skips_total{{{EVALUATOR}}}[{RATE}]))",
+                        "{{evaluator}}",
+                    )
+                ],
+                unit="ops",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Judge cache hit ratio",
+                "Judge answers served from the cache (no request, no tokens) / answers needed, all judge evaluators.",
+                [query(_cache_hit_ratio(RATE), "cache hits")],
+                unit="percentunit",
+                min_val=0,
+                max_val=1,
+                width=24,
             )
         )
     )
