@@ -133,7 +133,9 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
     try:
-        return clean(json.loads(text))  # JSON escapes can spell lone surrogates
+        parsed = json.loads(text)
+        # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
+        return clean(parsed) if "\\ud" in text or "\\uD" in text else parsed
     except (ValueError, RecursionError) as exc:
         issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
         return value
