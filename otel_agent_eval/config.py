@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -68,26 +68,7 @@ class Settings(BaseModel):
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_*`` variables over defaults."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        sources: dict[str, str] = {}
-        for name in cls.model_fields:
-            var = ENV_PREFIX + name.upper()
-            raw = env.get(var)
-            if raw is not None and raw.strip() != "":
-                values[name] = raw.strip()
-                sources[name] = var
-        unknown = [k for k in overrides if k not in cls.model_fields]
-        if unknown:
-            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}; allowed: {', '.join(cls.model_fields)}")
-        for name, value in overrides.items():
-            if value is not None:
-                values[name] = value
-                sources[name] = f"argument {name}"
-        try:
-            settings = cls(**values)
-        except ValidationError as exc:
-            raise ConfigError(_describe(exc, sources)) from None
+        settings = load_model(cls, ENV_PREFIX, env, overrides)
         settings._check_consistency()
         return settings
 
@@ -106,23 +87,66 @@ class Settings(BaseModel):
             )
 
 
-def _describe(exc: ValidationError, sources: dict[str, str]) -> str:
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_model(
+    cls: type[M],
+    prefix: str,
+    env: Mapping[str, str] | None,
+    overrides: Mapping[str, Any],
+    *,
+    fallbacks: Mapping[str, str] | None = None,
+    secrets: tuple[str, ...] = (),
+) -> M:
+    """Validate field ``x`` from ``overrides``, else ``{prefix}X``, else a ``fallbacks``
+    variable, else its default. Errors name the argument or variable, never a secret's value."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name in cls.model_fields:
+        for var in (prefix + name.upper(), (fallbacks or {}).get(name)):
+            raw = env.get(var) if var else None
+            if raw is not None and raw.strip() != "":
+                values[name] = raw.strip()
+                sources[name] = var  # type: ignore[assignment]
+                break
+    unknown = [k for k in overrides if k not in cls.model_fields]
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}; allowed: {', '.join(cls.model_fields)}")
+    for name, value in overrides.items():
+        if value is not None:
+            values[name] = value
+            sources[name] = f"argument {name}"
+    try:
+        return cls(**values)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, prefix, sources, secrets)) from None
+
+
+def _describe(exc: ValidationError, prefix: str, sources: dict[str, str], secrets: tuple[str, ...]) -> str:
     lines = []
     for error in exc.errors():
         name = str(error["loc"][0]) if error["loc"] else "?"
-        where = sources.get(name, name)
-        var = ENV_PREFIX + name.upper()
+        var = prefix + name.upper()
+        where = sources.get(name, var)
         label = f"{where} ({var})" if where != var else var
-        lines.append(f"{label}: {error['msg']} (got {error.get('input')!r})")
+        shown = "***" if name in secrets else repr(error.get("input"))
+        lines.append(f"{label}: {error['msg']} (got {shown})")
     return "invalid configuration: " + "; ".join(lines)
+
+
+def table_for(cls: type[BaseModel], prefix: str) -> str:
+    """A Markdown table of a settings model's variables, defaults and meanings."""
+    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
+    for name, field in cls.model_fields.items():
+        default = field.default if field.default_factory is None else field.default_factory()  # type: ignore[call-arg]
+        if isinstance(default, tuple):
+            default = ",".join(default)
+        rows.append(f"| `{prefix}{name.upper()}` | `{default}` | {field.description} |")
+    return "\n".join(rows)
 
 
 def settings_table() -> str:
     """The README's configuration table, generated from the fields (kept in sync by a test)."""
-    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
-    for name, field in Settings.model_fields.items():
-        default = field.default
-        if isinstance(default, tuple):
-            default = ",".join(default)
-        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {field.description} |")
-    return "\n".join(rows)
+    return table_for(Settings, ENV_PREFIX)

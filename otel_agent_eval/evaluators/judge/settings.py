@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ...config import ConfigError
+from ...config import ConfigError, load_model, table_for
 
 JUDGE_PREFIX = "OTEL_AGENT_EVAL_JUDGE_"
 
@@ -111,28 +111,9 @@ class JudgeSettings(BaseModel):
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> JudgeSettings:
         """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_JUDGE_*`` (and ``OPENAI_API_KEY``) over defaults."""
         env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        sources: dict[str, str] = {}
-        for name in cls.model_fields:
-            var = JUDGE_PREFIX + name.upper()
-            raw = env.get(var)
-            if raw is not None and raw.strip() != "":
-                values[name] = raw.strip()
-                sources[name] = var
-        if "api_key" not in values and env.get("OPENAI_API_KEY", "").strip():
-            values["api_key"] = env["OPENAI_API_KEY"].strip()
-            sources["api_key"] = "OPENAI_API_KEY"
-        unknown = [k for k in overrides if k not in cls.model_fields]
-        if unknown:
-            raise ConfigError(f"unknown judge setting(s): {', '.join(sorted(unknown))}; allowed: {', '.join(cls.model_fields)}")
-        for name, value in overrides.items():
-            if value is not None:
-                values[name] = value
-                sources[name] = f"argument {name}"
-        try:
-            settings = cls(**values)
-        except ValidationError as exc:
-            raise ConfigError(_describe(exc, sources)) from None
+        settings = load_model(
+            cls, JUDGE_PREFIX, env, overrides, fallbacks={"api_key": "OPENAI_API_KEY"}, secrets=("api_key", "headers")
+        )
         settings._check_consistency(env)
         return settings
 
@@ -180,24 +161,6 @@ def _parse_mapping(text: str, what: str) -> dict[str, str]:
     return out
 
 
-def _describe(exc: ValidationError, sources: dict[str, str]) -> str:
-    lines = []
-    for error in exc.errors():
-        name = str(error["loc"][0]) if error["loc"] else "?"
-        var = JUDGE_PREFIX + name.upper()
-        where = sources.get(name, var)
-        label = f"{where} ({var})" if where != var else var
-        shown = "***" if name == "api_key" or name == "headers" else repr(error.get("input"))
-        lines.append(f"{label}: {error['msg']} (got {shown})")
-    return "invalid judge configuration: " + "; ".join(lines)
-
-
 def settings_table() -> str:
     """The docs' variable table, generated from the fields."""
-    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
-    for name, field in JudgeSettings.model_fields.items():
-        default = field.default if field.default_factory is None else field.default_factory()  # type: ignore[call-arg]
-        if isinstance(default, tuple):
-            default = ",".join(default)
-        rows.append(f"| `{JUDGE_PREFIX}{name.upper()}` | `{default}` | {field.description} |")
-    return "\n".join(rows)
+    return table_for(JudgeSettings, JUDGE_PREFIX)
