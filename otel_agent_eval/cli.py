@@ -23,7 +23,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .config import Settings
     from .evaluators import build_configured_evaluators
     from .offline import Gate, evaluate_records, print_text, read_files, to_json
-    from .otlp import OTLPDecodeError
+
+    try:
+        from .otlp import OTLPDecodeError
+    except ImportError:
+        return _missing_otlp_extra("evaluate")
 
     overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
     settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
@@ -43,9 +47,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 1 if report.failed_gates() else 0
 
 
+def _missing_otlp_extra(command: str) -> int:
+    print(f"otel-agent-eval {command}: needs the otlp extra (protobuf, gRPC, OTLP exporters): "
+          "pip install 'otel-agent-eval[otlp]'", file=sys.stderr)
+    return 2
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .config import Settings
-    from .server import ServeOptions, serve
+
+    try:
+        from .server import ServeOptions, serve
+    except ImportError:
+        return _missing_otlp_extra("serve")
 
     def port(value: int) -> int | None:
         return None if value < 0 else value

@@ -62,6 +62,13 @@ def build_configured_evaluators(
         )
     from .judge import JudgeClient, JudgeMetrics, build_judge_evaluators
 
+    try:
+        import openai  # noqa: F401  (the judge extra)
+    except ImportError:
+        raise ConfigError(
+            f"{ENV_PREFIX}JUDGE_MODEL is set but the openai package is missing: "
+            "pip install 'otel-agent-eval[judge]' (or unset the judge variables)"
+        ) from None
     judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None)
     return evaluators + build_judge_evaluators(judge, judge_settings.evaluators), judge
 
