@@ -28,7 +28,6 @@ IDLE_TIMEOUT = "idle_timeout"
 MAX_AGE = "max_age"
 FLUSH = "flush"
 SHUTDOWN = "shutdown"
-COMPLETION_REASONS = (ROOT_ENDED, IDLE_TIMEOUT, MAX_AGE, FLUSH, SHUTDOWN)
 
 
 @dataclass

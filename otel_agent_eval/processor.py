@@ -89,15 +89,11 @@ class AgentEvalProcessor(SpanProcessor):
             # the public properties), with the public API as the fallback.
             trace_id = (getattr(span, "_context", None) or span.context).trace_id
             pipeline = self.pipeline
-            if trace_id in pipeline.active_traces:
-                scope = span.instrumentation_scope
-                if scope is None or scope.name != SCOPE_NAME:  # never our own evaluation spans
-                    pipeline.offer(span)
-                return
-            attributes = getattr(span, "_attributes", None)
-            attributes = getattr(attributes, "_dict", None) or attributes or span.attributes
-            if not attributes or _GENAI_MARKERS.isdisjoint(attributes):
-                return
+            if trace_id not in pipeline.active_traces:
+                attributes = getattr(span, "_attributes", None)
+                attributes = getattr(attributes, "_dict", None) or attributes or span.attributes
+                if not attributes or _GENAI_MARKERS.isdisjoint(attributes):
+                    return
             scope = span.instrumentation_scope
             if scope is not None and scope.name == SCOPE_NAME:
                 return  # never evaluate our own evaluation spans

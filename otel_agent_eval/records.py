@@ -94,10 +94,6 @@ class SpanRecord:
         return self.parent_span_id is None or self.parent_is_remote
 
     @property
-    def duration_ns(self) -> int:
-        return max(0, self.end_time_unix_nano - self.start_time_unix_nano)
-
-    @property
     def is_error(self) -> bool:
         return self.status_code == STATUS_ERROR
 

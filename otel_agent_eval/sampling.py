@@ -18,9 +18,6 @@ from .model import AgentTrace
 
 TRACE_ID_LIMIT = (1 << 64) - 1
 
-SAMPLED_REASONS = ("ratio", "error", "tool_failure", "slow")
-NOT_SAMPLED_REASONS = ("ratio", "rate_limited")
-
 
 def ratio_bound(rate: float) -> int:
     """The same bound as ``opentelemetry.sdk.trace.sampling.TraceIdRatioBased``."""

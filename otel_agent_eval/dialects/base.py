@@ -17,7 +17,6 @@ STEP = "step"
 WORKFLOW = "workflow"
 OTHER = "other"
 """Stated explicitly by a dialect (embeddings, retrieval, a task chain...): not part of a step."""
-KINDS = (AGENT, LLM, TOOL, STEP, WORKFLOW)
 
 MAX_JSON_CHARS = 1_000_000
 """Attribute strings longer than this are not parsed as JSON (kept raw, with an issue)."""

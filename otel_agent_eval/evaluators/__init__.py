@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .base import Evaluator
 from .tool_calls import ExpectedCall, ToolCallAccuracy, ToolExpectation, ToolFailureRecovery, load_expectations
@@ -62,13 +63,11 @@ def build_configured_evaluators(
         )
     from .judge import JudgeClient, JudgeMetrics, build_judge_evaluators
 
-    try:
-        import openai  # noqa: F401  (the judge extra)
-    except ImportError:
+    if importlib.util.find_spec("openai") is None:  # the judge extra
         raise ConfigError(
             f"{ENV_PREFIX}JUDGE_MODEL is set but the openai package is missing: "
             "pip install 'otel-agent-eval[judge]' (or unset the judge variables)"
-        ) from None
+        )
     judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None)
     return evaluators + build_judge_evaluators(judge, judge_settings.evaluators), judge
 

@@ -69,10 +69,6 @@ def suppress_instrumentation() -> Iterator[None]:
         otel_context.detach(token)
 
 
-def is_suppressed() -> bool:
-    return bool(_KEYS) and bool(otel_context.get_value(_KEYS[0]))
-
-
 class JudgeError(Exception):
     """The judge could not answer usably. ``reason`` is one of ``REASONS``."""
 

@@ -56,12 +56,6 @@ class TokenBucket:
             with self._lock:
                 self._tokens = min(self.capacity, self._tokens + amount)
 
-    def charge(self, amount: float) -> None:
-        """Take tokens after the fact (actual usage above the estimate); may go negative."""
-        if self.enabled and amount:
-            with self._lock:
-                self._tokens -= amount
-
 
 class HourlyBudget:
     """Tokens and estimated USD spent over the last hour, in one-minute slots.
