@@ -71,6 +71,7 @@ def _serve(args: argparse.Namespace) -> int:
             host=args.host, http_port=port(args.http_port), grpc_port=port(args.grpc_port),
             admin_port=port(args.admin_port if args.admin_port is not None else (settings.prometheus_port or 9464)),
             drain_seconds=args.drain_seconds, high_water=args.high_water, retry_after_seconds=args.retry_after,
+            max_http_connections=args.max_http_connections,
             export_endpoint=args.export_endpoint, export_protocol=args.export_protocol,
         )
     except ValueError as exc:
@@ -107,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--high-water", type=float, default=0.8,
                        help="refuse requests (429 / RESOURCE_EXHAUSTED) above this share of OTEL_AGENT_EVAL_MAX_INTAKE_SPANS (default 0.8)")
     serve.add_argument("--retry-after", type=int, default=1, help="seconds clients are told to wait when refused (default 1)")
+    serve.add_argument("--max-http-connections", type=int, default=64,
+                       help="OTLP/HTTP connections served at once; beyond, 503 and close (default 64)")
     serve.add_argument("--export-endpoint", default=None,
                        help="OTLP endpoint for results (default: OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]ENDPOINT; unset: /metrics only)")
     serve.add_argument("--export-protocol", choices=("http/protobuf", "grpc"), default=None,

@@ -20,6 +20,12 @@ the mark that still overflows the intake gets a partial-success response
 (``rejected_spans`` + ``error_message``). While draining (shutdown), requests
 get HTTP 503 / gRPC ``UNAVAILABLE``.
 
+Connections. OTLP/HTTP serves each connection on its own thread, at most
+``max_http_connections`` at once (gRPC has its fixed pool, ``grpc_workers``); a
+connection beyond that gets an immediate 503 + ``Retry-After`` and is closed,
+and a connection idle for ``http_idle_seconds`` is closed, so a crowd of
+clients or idle keep-alive connections cannot pile up threads.
+
 Log records carrying GenAI content (event-only instrumentations) go to the
 pipeline with their trace (``Pipeline.offer_log``) and are joined to their
 spans when the trace completes (``logs.join_log_records``), whichever arrives
@@ -94,6 +100,10 @@ class ServeOptions:
     max_request_bytes: int = 16 * 1024 * 1024
     """Largest request body, after decompression."""
     grpc_workers: int = 8
+    max_http_connections: int = 64
+    """OTLP/HTTP connections served at once; beyond, a new connection gets 503 and is closed."""
+    http_idle_seconds: float = 60.0
+    """An OTLP/HTTP connection idle this long (keep-alive, or a stalled client) is closed."""
     """Log records waiting for their span; beyond, the oldest is dropped (evicted)."""
     export_endpoint: str | None = None
     """Where results go over OTLP; default: the ``OTEL_EXPORTER_OTLP_*`` variables; none: only /metrics."""
@@ -103,6 +113,10 @@ class ServeOptions:
     def __post_init__(self) -> None:
         if not 0 < self.high_water <= 1:
             raise ValueError(f"high_water must be in (0, 1], got {self.high_water}")
+        if self.max_http_connections < 1:
+            raise ValueError(f"max_http_connections must be >= 1, got {self.max_http_connections}")
+        if self.http_idle_seconds <= 0:
+            raise ValueError(f"http_idle_seconds must be > 0, got {self.http_idle_seconds}")
         if self.drain_seconds < 0:
             raise ValueError(f"drain_seconds must be >= 0, got {self.drain_seconds}")
         if self.export_protocol not in (None, "http/protobuf", "grpc"):
@@ -260,10 +274,10 @@ class EvalServer:
         o = self.options
         self.pipeline.start()
         if o.admin_port is not None:
-            self._admin = _http_server(o.host, o.admin_port, _AdminHandler, self)
+            self._admin = _http_server(o.host, o.admin_port, _AdminHandler, self, max_connections=8)
             self.ports["admin"] = self._admin.server_port
         if o.http_port is not None:
-            self._http = _http_server(o.host, o.http_port, _OTLPHandler, self)
+            self._http = _http_server(o.host, o.http_port, _OTLPHandler, self, max_connections=o.max_http_connections)
             self.ports["http"] = self._http.server_port
         if o.grpc_port is not None:
             self._grpc, self.ports["grpc"] = _grpc_server(self, o.host, o.grpc_port)
@@ -374,11 +388,47 @@ class EvalServer:
 # --------------------------------------------------------------------------- OTLP/HTTP
 
 
-def _http_server(host: str, port: int, handler: type, app: EvalServer) -> ThreadingHTTPServer:
-    httpd = ThreadingHTTPServer((host, port), handler)
-    httpd.daemon_threads = True
-    httpd.app = app  # type: ignore[attr-defined]
-    return httpd
+_BUSY_BODY = b"too many connections; retry later\n"
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+
+
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` at once: the rest are answered 503 and closed."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, app: EvalServer, max_connections: int) -> None:
+        super().__init__(address, handler)
+        self.app = app
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.app.count("http", "unknown", "too_many_connections")
+            try:
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _http_server(host: str, port: int, handler: type, app: EvalServer, *, max_connections: int) -> ThreadingHTTPServer:
+    return _BoundedHTTPServer((host, port), handler, app, max_connections)
 
 
 class _TooLarge(Exception):
@@ -427,6 +477,10 @@ def _rejected_message(rejected: int, app: EvalServer) -> str:
 class _OTLPHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "otel-agent-eval"
+
+    def setup(self) -> None:
+        self.timeout = self.server.app.options.http_idle_seconds  # type: ignore[attr-defined]
+        super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
         _logger.debug("%s " + format, self.address_string(), *args)

@@ -299,3 +299,36 @@ def test_draining_server_refuses_with_503(tmp_path: Path, servers: list) -> None
         summary = server.stop(drain_seconds=2)
     assert summary["drained"] is True
     assert Counter(k[2] for k in server.server_stats.requests.snapshot()) == Counter({"draining": 1})
+
+
+def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
+    """Each OTLP/HTTP connection holds a thread: a crowd of clients (or stalled, idle ones) must not
+    pile up threads. Beyond ``max_http_connections`` a connection is answered 503 at once; a
+    connection idle past ``http_idle_seconds`` is closed by the server, which frees its slot."""
+    import socket
+
+    from otel_agent_eval.config import Settings
+    from otel_agent_eval.server import EvalServer, ServeOptions
+
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
+                                                            max_http_connections=2, http_idle_seconds=0.5))
+    server.start()
+    url = f"http://127.0.0.1:{server.ports['http']}/v1/traces"
+    idle = [socket.create_connection(("127.0.0.1", server.ports["http"]), timeout=10) for _ in range(2)]
+    try:
+        # both slots are taken by connections that send nothing: the next client is refused at once
+        wait_for(lambda: server._http._slots._value == 0, 10, "both slots taken")  # type: ignore[union-attr]
+        status, headers, body = _post(url, _genai_request(1).SerializeToString(), "application/x-protobuf")
+        assert status == 503 and headers["Retry-After"] == "1" and b"too many connections" in body
+        # the server closes the idle connections (recv returns b"" at EOF), which frees the slots
+        for sock in idle:
+            assert sock.recv(1024) == b""
+        wait_for(lambda: server._http._slots._value == 2, 10, "slots freed")  # type: ignore[union-attr]
+        status, _, _ = _post(url, _genai_request(1).SerializeToString(), "application/x-protobuf")
+        assert status == 200
+    finally:
+        for sock in idle:
+            sock.close()
+        server.stop(drain_seconds=1)
+    outcomes = Counter(k[2] for k in server.server_stats.requests.snapshot())
+    assert outcomes["too_many_connections"] == 1 and outcomes["ok"] == 1, outcomes
