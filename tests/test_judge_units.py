@@ -83,6 +83,10 @@ def test_unknown_argument_and_table() -> None:
     ("key sk-proj-abcdefghijklmnopqrstuvwx1234 ok", "key [API_KEY] ok"),
     ("Authorization: Bearer eyJhbGciOi.abc.def", "Authorization: [BEARER_TOKEN]"),
     ("order 12345 on 2024-05-01 costs 12.50, v1.2.3", "order 12345 on 2024-05-01 costs 12.50, v1.2.3"),
+    ("card 4111 1111 1111 1111 or 4111-1111-1111-1111", "card [CARD_NUMBER] or [CARD_NUMBER]"),
+    # not phone numbers: an IPv4 address, a 16-digit tracking number failing Luhn, a ms timestamp
+    ("host 192.168.100.200 parcel 1234 5678 9012 3456 at 1732900000123",
+     "host 192.168.100.200 parcel 1234 5678 9012 3456 at 1732900000123"),
 ])
 def test_builtin_redaction(text: str, expected: str) -> None:
     assert Redactor()(text) == expected

@@ -64,7 +64,7 @@ class JudgeSettings(BaseModel):
     # cache and privacy
     cache_size: int = Field(2_048, ge=0, description="Judge answers kept in memory (LRU); 0 disables the cache.")
     cache_dir: str | None = Field(None, description="Directory for an on-disk JSON cache of judge answers (offline re-runs).")
-    redact: bool = Field(True, description="Replace e-mail addresses, phone numbers, API keys and bearer tokens before text is sent.")
+    redact: bool = Field(True, description="Replace e-mail addresses, card and phone numbers, API keys and bearer tokens before text is sent.")
 
     @field_validator("evaluators", mode="before")
     @classmethod
