@@ -10,24 +10,126 @@ Late-span policy: a span arriving for a trace completed within the last
 evaluated twice. A span for a trace older than that opens a new buffer entry
 (indistinguishable from a new trace).
 
-Bounds: ``max_traces`` (the oldest buffered trace is dropped: ``buffer_full``)
-and ``max_spans_per_trace`` (further spans dropped: ``trace_too_large``).
+Bounds: ``max_traces`` (the oldest buffered trace is dropped: ``buffer_full``),
+``max_bytes`` (estimated bytes, see below: the oldest traces are dropped until the
+total fits, ``buffer_full``; never the trace the new span belongs to) and
+``max_spans_per_trace`` (further spans dropped: ``trace_too_large``). A trace that
+alone would exceed ``max_bytes`` keeps what it has and further spans are dropped
+(``trace_too_large``): it is still evaluated, on a prefix, like a trace over
+``max_spans_per_trace``; evicting it would lose it entirely and first empty the
+buffer for it.
+
+Byte estimate (``estimate_size``): computed once per item in ``add`` (the collector
+thread, never the app's hot path), O(number of attributes): a fixed cost per kind
+of item (measured with tracemalloc: an SDK span with its ``BoundedAttributes``,
+events list, locks and context costs ~2.6 kB before any attribute), a cost per
+attribute (its dict slot), and ``sys.getsizeof`` of string, bytes and number
+values (and of the strings in sequences and event attributes). Content shared
+with other spans (an interned model name, a prompt string the app reuses) is
+counted in every span, so the estimate errs towards more bytes, not fewer: for
+realistic GenAI spans it is 4-8 % above tracemalloc's heap figure, and RSS per
+buffered span is a few % above the heap figure (allocator size classes and
+headers), so ``max_bytes`` holds in RSS too (``benchmarks/memory.py``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
-from .records import LogRecordData
+from .records import LogRecordData, SpanRecord
 
 ROOT_ENDED = "root_ended"
 IDLE_TIMEOUT = "idle_timeout"
 MAX_AGE = "max_age"
 FLUSH = "flush"
 SHUTDOWN = "shutdown"
+
+# Calibrated with tracemalloc on CPython 3.11 / opentelemetry-sdk 1.45 (see
+# tests/test_buffer_bytes.py, which checks the estimate against a measurement).
+SDK_SPAN_COST = 2_600
+"""An SDK ``ReadableSpan`` with no attributes: the span object, its context, status,
+``BoundedAttributes`` and ``BoundedList``s (each with a lock), resource reference."""
+SDK_EVENT_COST = 500
+"""An SDK ``Event`` with its own ``BoundedAttributes``."""
+RECORD_COST = 380
+"""A ``SpanRecord`` (slots) with its own ids, times and attributes dict."""
+RECORD_EVENT_COST = 250
+"""A ``SpanEvent`` with its attributes dict."""
+LOG_COST = 400
+"""A ``LogRecordData`` with its ids, timestamp and attributes dict."""
+ATTRIBUTE_COST = 32
+"""One dict slot (amortised over the dict's growth)."""
+CONTAINER_COST = 120
+"""A nested dict in a log body or OTLP value before its items (a small dict's table)."""
+MAX_ITEMS_SIZED = 32
+"""Sequences and mappings longer than this are sized from their first items (bounded work)."""
+MAX_DEPTH = 4
+
+
+def _value_size(value: Any, depth: int = 0) -> int:
+    """Bytes a value owns: ``getsizeof`` of strings, bytes and numbers (O(1) each),
+    containers from at most ``MAX_ITEMS_SIZED`` items, scaled to their length."""
+    kind = type(value)
+    if kind is str or kind is bytes or kind is float:
+        return sys.getsizeof(value)
+    if kind is int:
+        return 0 if -5 <= value <= 256 else sys.getsizeof(value)  # CPython caches small ints
+    if kind is bool or value is None:
+        return 0  # singletons
+    if depth >= MAX_DEPTH:
+        return CONTAINER_COST
+    if isinstance(value, (tuple, list)):
+        n = len(value)
+        sample = value if n <= MAX_ITEMS_SIZED else value[:MAX_ITEMS_SIZED]
+        items = sum(_value_size(v, depth + 1) for v in sample)
+        return sys.getsizeof(value) + (items * n // len(sample) if sample else 0)
+    if isinstance(value, Mapping):
+        n = len(value)
+        pairs = islice(value.items(), MAX_ITEMS_SIZED)
+        items = sum(ATTRIBUTE_COST + _value_size(k, depth + 1) + _value_size(v, depth + 1) for k, v in pairs)
+        return CONTAINER_COST + (items * n // MAX_ITEMS_SIZED if n > MAX_ITEMS_SIZED else items)
+    return CONTAINER_COST  # anything else an attribute should not hold: a nominal cost
+
+
+def _attributes_size(attributes: Mapping[str, Any] | None, *, own_keys: bool) -> int:
+    """Attribute dict cost. Keys of SDK spans are the instrumentation's literals
+    (shared, not counted); keys decoded from OTLP are new strings (counted)."""
+    if not attributes:
+        return 0
+    raw = getattr(attributes, "_dict", attributes)  # SDK BoundedAttributes: the plain dict beneath
+    size = len(raw) * ATTRIBUTE_COST
+    for key, value in raw.items():
+        size += _value_size(value)
+        if own_keys:
+            size += sys.getsizeof(key)
+    return size
+
+
+def estimate_size(item: Any) -> int:
+    """Estimated bytes an item keeps alive while buffered: a ``SpanRecord``, a
+    ``LogRecordData`` or an SDK ``ReadableSpan``. See the module docstring."""
+    if isinstance(item, SpanRecord):
+        size = RECORD_COST + sys.getsizeof(item.name) + _attributes_size(item.attributes, own_keys=True)
+        for event in item.events:
+            size += RECORD_EVENT_COST + sys.getsizeof(event.name) + _attributes_size(event.attributes, own_keys=True)
+        return size
+    if isinstance(item, LogRecordData):
+        name = item.event_name
+        return (LOG_COST + (sys.getsizeof(name) if name else 0) + _attributes_size(item.attributes, own_keys=True)
+                + _value_size(item.body))
+    # An SDK span (or any span-like object: only what it has is counted).
+    attributes = getattr(item, "_attributes", None)
+    if attributes is None:
+        attributes = getattr(item, "attributes", None)
+    size = SDK_SPAN_COST + sys.getsizeof(getattr(item, "name", "")) + _attributes_size(attributes, own_keys=False)
+    for event in getattr(item, "events", None) or ():
+        size += SDK_EVENT_COST + sys.getsizeof(event.name) + _attributes_size(event.attributes, own_keys=False)
+    return size
 
 
 @dataclass
@@ -37,6 +139,8 @@ class _Entry:
     spans: list[Any] = field(default_factory=list)
     logs: list[LogRecordData] = field(default_factory=list)
     root_ended_at: float | None = None
+    bytes: int = 0
+    """Sum of ``estimate_size`` of its spans and logs."""
 
 
 @dataclass(frozen=True)
@@ -58,13 +162,18 @@ class TraceBuffer:
         max_traces: int,
         max_spans_per_trace: int,
         on_drop: Callable[[str, int], None],
+        max_bytes: int = 0,
         late_window: int = 10_000,
     ) -> None:
+        """``max_bytes`` 0 disables the byte bound (sizes are still estimated and summed)."""
         self.settle_delay = settle_delay
         self.idle_timeout = idle_timeout
         self.max_age = max_age
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        """Estimated bytes of everything buffered now (the ``max_bytes`` bound's measure)."""
         self._on_drop = on_drop
         self._entries: OrderedDict[int, _Entry] = OrderedDict()  # insertion order = age
         self._completed: OrderedDict[int, None] = OrderedDict()
@@ -82,38 +191,69 @@ class TraceBuffer:
     def add(self, span: Any, trace_id: int, is_local_root: bool, now: float) -> None:
         """Buffer one span: a ``SpanRecord``, or an SDK span kept as is until the trace
         completes (evicted traces then never pay for the copy)."""
-        entry = self._entry(trace_id, now)
+        size = estimate_size(span)
+        entry = self._entry(trace_id, size, now)
         if entry is None:
             return
         entry.spans.append(span)
         if is_local_root:
             entry.root_ended_at = now
+        self._grow(trace_id, entry, size)
 
     def add_log(self, log: LogRecordData, now: float) -> None:
-        """A GenAI content log record; it counts towards the trace's span bound."""
+        """A GenAI content log record; it counts towards the trace's span and byte bounds."""
         if log.trace_id is None:
             return
-        entry = self._entry(log.trace_id, now)
+        size = estimate_size(log)
+        entry = self._entry(log.trace_id, size, now)
         if entry is not None:
             entry.logs.append(log)
+            self._grow(log.trace_id, entry, size)
 
-    def _entry(self, trace_id: int, now: float) -> _Entry | None:
-        """The trace's entry with room for one more item, or None (drop counted)."""
+    def _entry(self, trace_id: int, size: int, now: float) -> _Entry | None:
+        """The trace's entry with room for one more item of ``size`` bytes, or None (drop counted)."""
         entry = self._entries.get(trace_id)
         if entry is None:
             if trace_id in self._completed:
                 self._on_drop("late_span", 1)
                 return None
+            if self.max_bytes and size > self.max_bytes:
+                self._on_drop("trace_too_large", 1)  # no entry for a span that can never fit
+                return None
             if len(self._entries) >= self.max_traces:
-                oldest_id, oldest = self._entries.popitem(last=False)
-                self._remember_completed(oldest_id)  # its later spans count as late, not as a new trace
-                self._on_drop("buffer_full", len(oldest.spans))
+                self._evict(next(iter(self._entries)))
             entry = self._entries[trace_id] = _Entry(first_seen=now, last_seen=now)
-        if len(entry.spans) + len(entry.logs) >= self.max_spans_per_trace:
+        if len(entry.spans) + len(entry.logs) >= self.max_spans_per_trace or (
+            self.max_bytes and entry.bytes + size > self.max_bytes
+        ):
             self._on_drop("trace_too_large", 1)
             return None
         entry.last_seen = now
         return entry
+
+    def _grow(self, trace_id: int, entry: _Entry, size: int) -> None:
+        """Account an added item, then evict the oldest other traces while over ``max_bytes``.
+
+        ``entry.bytes <= max_bytes`` (checked in ``_entry``), so evicting other traces
+        always suffices (``next`` cannot run out); the trace just added to is never
+        the one evicted: it has just proved alive, and dropping it would discard the
+        span that was accepted a moment ago.
+        """
+        entry.bytes += size
+        self.bytes += size
+        while self.max_bytes and self.bytes > self.max_bytes:
+            entries = iter(self._entries)
+            victim = next(entries)
+            if victim == trace_id:
+                victim = next(entries)
+            self._evict(victim)
+
+    def _evict(self, trace_id: int) -> None:
+        """Drop a buffered trace whole (``buffer_full``); its later spans count as late."""
+        entry = self._entries.pop(trace_id)
+        self.bytes -= entry.bytes
+        self._remember_completed(trace_id)  # its later spans count as late, not as a new trace
+        self._on_drop("buffer_full", len(entry.spans))
 
     def pop_complete(self, now: float) -> list[CompletedTrace]:
         done: list[CompletedTrace] = []
@@ -138,6 +278,7 @@ class TraceBuffer:
 
     def _complete(self, trace_id: int, reason: str) -> CompletedTrace:
         entry = self._entries.pop(trace_id)
+        self.bytes -= entry.bytes
         self._remember_completed(trace_id)
         return CompletedTrace(trace_id, entry.spans, reason, entry.logs)
 
