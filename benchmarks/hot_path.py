@@ -318,6 +318,9 @@ def run_rep(kind: str, workload: str, spans: int) -> Rep:
             "received": st.spans_received.value,
             "kept": st.spans_kept.value,
             "intake_full": st.intake_full.value,
+            "admitted": st.traces_admitted.value,
+            "rejected": st.traces_rejected.value,
+            "admission_ratio": round(st.admission_ratio, 4),
             "buffered": st.buffered_traces,
             "dropped": dict(st.dropped.snapshot()),
             "evaluated": st.traces_evaluated.total(),
@@ -386,6 +389,8 @@ def paced_run(kind: str, rate: float, seconds: float) -> Paced:
     if built.eval_processor is not None:
         st = built.eval_processor.stats
         stats = {
+            "admitted": st.traces_admitted.value,
+            "rejected": st.traces_rejected.value,
             "completed": st.traces_completed.total(),
             "sampling": {"/".join(k): v for k, v in st.sampling.snapshot().items()},
             "evaluated": st.traces_evaluated.total(),

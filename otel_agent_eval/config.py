@@ -33,6 +33,7 @@ class Settings(BaseModel):
     sample_tool_failures: bool = Field(True, description="Always evaluate traces with a failed tool call.")
     slow_trace_seconds: float | None = Field(None, gt=0, description="Always evaluate agent runs longer than this.")
     max_evaluations_per_second: float = Field(50.0, ge=0.0, description="Token-bucket limit on traces evaluated per second; 0 disables the limit.")
+    max_traces_per_second: float = Field(200.0, ge=0.0, description="New GenAI traces buffered and assembled per second; above it, an adaptive trace-id ratio admits that many and the rest are dropped on arrival (not_sampled, reason admission). 0 disables the limit.")
     # trace completion
     settle_delay_seconds: float = Field(2.0, ge=0.0, description="Wait after the local root span ends, for stragglers.")
     idle_timeout_seconds: float = Field(30.0, gt=0, description="Complete a trace with no root after this long without new spans.")
@@ -40,6 +41,7 @@ class Settings(BaseModel):
     # bounds
     max_intake_spans: int = Field(20_000, ge=1, description="Spans waiting for the background thread; beyond, new spans are dropped (intake_full).")
     max_buffered_traces: int = Field(2_000, ge=1, description="Traces being buffered; beyond, the oldest is dropped (buffer_full).")
+    max_buffered_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Estimated bytes of buffered spans (attribute content plus a fixed cost per span); beyond, the oldest traces are dropped (buffer_full); a single trace over it keeps its first spans (trace_too_large). 0 disables the limit.")
     max_spans_per_trace: int = Field(2_000, ge=1, description="Spans kept per trace; beyond, spans are dropped (trace_too_large).")
     max_queued_evaluations: int = Field(200, ge=1, description="Agent traces waiting for a worker; beyond, the oldest is dropped (queue_full).")
     # evaluation

@@ -31,7 +31,7 @@ from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
 from .logs import join_log_records
 from .records import LogRecordData, SpanRecord, from_readable_span, raw_attributes
-from .sampling import Sampler
+from .sampling import AdmissionRate, Sampler
 from .stats import LogOnce, PipelineStats
 
 _logger = logging.getLogger("otel_agent_eval")
@@ -40,6 +40,8 @@ TICK_SECONDS = 0.1
 OWN_SCOPE = "otel_agent_eval"
 """Instrumentation scope of everything the product emits (see ``sinks/otel.py``)."""
 MAX_ABANDONED_WORKERS = 8
+REJECTED_MEMORY = 10
+"""Rejected trace ids remembered per generation, in multiples of ``max_buffered_traces``."""
 
 
 @dataclass
@@ -124,6 +126,7 @@ class Pipeline:
             idle_timeout=s.idle_timeout_seconds,
             max_age=s.max_trace_age_seconds,
             max_traces=s.max_buffered_traces,
+            max_bytes=s.max_buffered_bytes,
             max_spans_per_trace=s.max_spans_per_trace,
             on_drop=self._count_drop,
         )
@@ -138,6 +141,10 @@ class Pipeline:
         self.conversations = ConversationStore(s.max_conversations, s.max_turns_per_conversation)
         self.active_traces: dict[int, None] = {}
         """Trace ids with kept spans: the hot path keeps any further span of these."""
+        self.admission = AdmissionRate(s.max_traces_per_second, self.clock())
+        self.rejected_traces: dict[int, None] = {}
+        """Trace ids rejected on arrival, so their later spans are too (see ``admit``)."""
+        self.rejected_earlier: dict[int, None] = {}
         self._queue: deque[_Job] = deque()
         self._lock = threading.Lock()
         self._work_ready = threading.Condition(self._lock)
@@ -219,6 +226,23 @@ class Pipeline:
         return self._collector is not None and self._collector.is_alive() and not self._stopping
 
     # -- intake (any thread) ---------------------------------------------------
+    def admit(self, trace_id: int) -> bool:
+        """The first GenAI span of a trace not yet kept: keep its trace, or reject it for good. O(1).
+
+        Rejected ids are remembered in two generations of ``max_buffered_traces x
+        REJECTED_MEMORY`` ids each; a trace that outlives both is decided again by
+        the same trace-id rule, which only disagrees if the ratio rose meanwhile.
+        """
+        if trace_id in self.rejected_traces or trace_id in self.rejected_earlier:
+            return False
+        if not self.admission.admits(trace_id):
+            self.rejected_traces[trace_id] = None
+            self.stats.traces_rejected.inc()
+            return False
+        self.active_traces[trace_id] = None
+        self.stats.traces_admitted.inc()
+        return True
+
     def offer(self, span: Any) -> None:
         """Hot-path intake of a finished span (SDK ReadableSpan or SpanRecord). O(1), never blocks."""
         if len(self.intake) >= self.settings.max_intake_spans:
@@ -232,8 +256,8 @@ class Pipeline:
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
             return
-        if log.trace_id is not None:
-            self.active_traces[log.trace_id] = None
+        if log.trace_id is not None and log.trace_id not in self.active_traces and not self.admit(log.trace_id):
+            return
         self.intake.append(log)
         self.stats.log_records_kept.inc()
 
@@ -243,8 +267,7 @@ class Pipeline:
             self.stats.spans_received.inc()
             if record.scope_name == OWN_SCOPE:
                 continue  # our own evaluation spans, sent back by a collector
-            if is_genai(record.attributes) or record.trace_id in self.active_traces:
-                self.active_traces[record.trace_id] = None
+            if record.trace_id in self.active_traces or (is_genai(record.attributes) and self.admit(record.trace_id)):
                 self.offer(record)
 
     def _count_drop(self, reason: str, spans: int) -> None:
@@ -281,13 +304,22 @@ class Pipeline:
             self.active_traces.pop(trace.trace_id, None)
             self._on_completed(trace)
         self._watch_workers()
+        self._adapt_admission(now)
         if len(self.active_traces) > 2 * self.settings.max_buffered_traces:
             # Evicted traces leave ids behind; rebuild from what is still buffered.
             self.active_traces = dict.fromkeys(t for t in list(self.active_traces) if t in self.buffer)
         self.stats.buffered_traces = len(self.buffer)
+        self.stats.buffered_bytes = self.buffer.bytes
         self.stats.queue_depth = len(self._queue)
         for done in flushes:
             done.set()
+
+    def _adapt_admission(self, now: float) -> None:
+        stats = self.stats
+        self.admission.update(stats.traces_admitted.value + stats.traces_rejected.value, now)
+        stats.admission_ratio = self.admission.ratio
+        if len(self.rejected_traces) >= REJECTED_MEMORY * self.settings.max_buffered_traces:
+            self.rejected_earlier, self.rejected_traces = self.rejected_traces, {}
 
     def _drain_intake(self, now: float) -> None:
         intake = self.intake

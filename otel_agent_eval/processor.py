@@ -1,9 +1,10 @@
 """AgentEvalProcessor: the one line a user adds to an existing TracerProvider.
 
-The hot path (``on_end``) follows the intake rule: keep a span if it carries
-GenAI data, or if its trace already has kept spans (children end before their
-parents, so every ancestor of a GenAI span arrives after it); drop everything
-else at once. That is a few dict look-ups per span and never I/O, a lock or an
+The hot path (``on_end``) follows the intake rule: keep a span if its trace
+already has kept spans (children end before their parents, so every ancestor
+of a GenAI span arrives after it), or if it carries GenAI data and its trace is
+admitted (``Pipeline.admit``: an adaptive trace-id ratio caps new traces per
+second); drop everything else at once. That is a few dict look-ups per span and never I/O, a lock or an
 exception into the app. All other work happens on background threads.
 """
 
@@ -89,7 +90,8 @@ class AgentEvalProcessor(SpanProcessor):
             # the public properties), with the public API as the fallback.
             trace_id = (getattr(span, "_context", None) or span.context).trace_id
             pipeline = self.pipeline
-            if trace_id not in pipeline.active_traces:
+            kept = trace_id in pipeline.active_traces
+            if not kept:
                 attributes = getattr(span, "_attributes", None)
                 attributes = getattr(attributes, "_dict", None) or attributes or span.attributes
                 if not attributes or _GENAI_MARKERS.isdisjoint(attributes):
@@ -97,8 +99,8 @@ class AgentEvalProcessor(SpanProcessor):
             scope = span.instrumentation_scope
             if scope is not None and scope.name == SCOPE_NAME:
                 return  # never evaluate our own evaluation spans
-            pipeline.active_traces[trace_id] = None
-            pipeline.offer(span)
+            if kept or pipeline.admit(trace_id):
+                pipeline.offer(span)
         except Exception:
             self.stats.processor_errors.inc()
             self.pipeline.log_once("on_end", "otel-agent-eval: error in on_end")

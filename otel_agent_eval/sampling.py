@@ -1,4 +1,8 @@
-"""Which completed agent traces get evaluated.
+"""Which traces get buffered, and which completed agent traces get evaluated.
+
+Admission (hot path, first GenAI span of a trace): ``AdmissionRate`` adapts a
+trace-id ratio so that about ``max_traces_per_second`` new traces are buffered
+and assembled; the rest are rejected on arrival, at the cost of a dict look-up.
 
 Head rule: the trace-id ratio of OpenTelemetry's ``TraceIdRatioBased`` sampler
 (the low 64 bits of the trace id below ``round(rate * 2**64)``), so every
@@ -91,3 +95,43 @@ class Sampler:
         if self.slow_seconds is not None and trace.duration_s >= self.slow_seconds:
             return "slow"
         return None
+
+
+class AdmissionRate:
+    """The trace-id ratio that admits about ``target`` new traces per second (0: all).
+
+    The collector thread feeds it the running count of new GenAI traces seen
+    (admitted or not) every tick; the hot path compares a new trace's id with
+    ``bound``, the same ``TraceIdRatioBased`` rule as sampling, so every span of
+    a trace, every process and every replica decide alike while the ratio holds,
+    and the admitted traces are the ones a lower ``sample_rate`` would pick. The
+    rate seen is smoothed over a few ticks: a burst is admitted in full for at
+    most one interval, then at the ratio that fits.
+    """
+
+    INTERVAL_SECONDS = 0.1
+    SMOOTHING = 0.5
+    """Weight of the newest interval in the smoothed rate (about 0.3 s of memory)."""
+
+    def __init__(self, target: float, now: float) -> None:
+        self.target = target
+        self.ratio = 1.0
+        self.bound = ratio_bound(1.0)
+        self.rate: float | None = None
+        """Smoothed new traces seen per second; None before the first interval."""
+        self._last_time = now
+        self._last_seen = 0
+
+    def update(self, seen: int, now: float) -> None:
+        """``seen``: new traces seen so far (a running count)."""
+        elapsed = now - self._last_time
+        if self.target <= 0 or elapsed < self.INTERVAL_SECONDS:
+            return
+        current = (seen - self._last_seen) / elapsed
+        self.rate = current if self.rate is None else self.SMOOTHING * current + (1 - self.SMOOTHING) * self.rate
+        self._last_time, self._last_seen = now, seen
+        self.ratio = 1.0 if self.rate <= self.target else self.target / self.rate
+        self.bound = ratio_bound(self.ratio)
+
+    def admits(self, trace_id: int) -> bool:
+        return trace_id & TRACE_ID_LIMIT < self.bound

@@ -89,6 +89,8 @@ class PipelineStats:
         self.spans_kept = AtomicCounter()
         self.log_records_kept = AtomicCounter()
         self.intake_full = AtomicCounter()
+        self.traces_admitted = AtomicCounter()  # new GenAI traces buffered (admission)
+        self.traces_rejected = AtomicCounter()  # new GenAI traces rejected on arrival (admission)
         self.processor_errors = AtomicCounter()
         self.late_spans = AtomicCounter()
         self.spans_dropped = LabelledCounts()  # (reason,): trace_too_large; intake_full is counted above
@@ -101,6 +103,8 @@ class PipelineStats:
         self.sink_errors = LabelledCounts()  # (sink,)
         self.queue_depth = 0
         self.buffered_traces = 0
+        self.buffered_bytes = 0
+        self.admission_ratio = 1.0
 
     def spans_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
         counts = self.spans_dropped.snapshot()

@@ -40,6 +40,9 @@ CONTRACT_METRICS: dict[str, str] = {
     "agent_eval_evaluation_duration_seconds": "histogram",
     "agent_eval_queue_depth": "gauge",
     "agent_eval_buffered_traces": "gauge",
+    "agent_eval_buffered_bytes": "gauge",
+    "agent_eval_admission_decisions_total": "counter",
+    "agent_eval_admission_ratio": "gauge",
     "agent_eval_processor_errors_total": "counter",
     # LLM judge (otel_agent_eval/evaluators/judge/metrics.py, docs/judge.md "Metrics").
     "agent_eval_judge_tokens_total": "counter",

@@ -38,6 +38,7 @@ class Setup:
         evaluators = settings.pop("evaluators", None)
         settings.setdefault("settle_delay_seconds", 0.0)
         settings.setdefault("max_evaluations_per_second", 0)
+        settings.setdefault("max_traces_per_second", 0)
         self.processor = AgentEvalProcessor(
             evaluators, tracer_provider=self.provider, logger_provider=self.logger_provider,
             registry=CollectorRegistry(), env={}, **settings,

@@ -61,6 +61,7 @@ class RecordingSink:
 def make_processor(evaluators: list[Evaluator] | None = None, **settings: Any) -> tuple[TracerProvider, AgentEvalProcessor, RecordingSink]:
     settings.setdefault("settle_delay_seconds", 0.0)
     settings.setdefault("max_evaluations_per_second", 0)
+    settings.setdefault("max_traces_per_second", 0)
     settings.setdefault("emit_spans", False)
     settings.setdefault("emit_logs", False)
     provider = TracerProvider()

@@ -69,6 +69,14 @@ class PipelineCollector(Collector):
         yield _counter("agent_eval_processor_errors", "Internal errors caught so the app never sees them", s.processor_errors.value)
         yield _labelled("agent_eval_spans_dropped", "Spans dropped, by reason", ["reason"], s.spans_dropped_snapshot())
         yield _labelled("agent_eval_traces_completed", "Traces completed, by reason", ["reason"], s.traces_completed.snapshot())
+        yield _labelled(
+            "agent_eval_admission_decisions",
+            "New GenAI traces on arrival: admitted (buffered, assembled) or rejected by the adaptive trace-id ratio",
+            ["decision"], {("admitted",): s.traces_admitted.value, ("rejected",): s.traces_rejected.value},
+        )
+        yield GaugeMetricFamily(
+            "agent_eval_admission_ratio", "Trace-id ratio at which new traces are admitted (1: all)", value=s.admission_ratio
+        )
         yield _labelled("agent_eval_agent_traces", "Agent invocations assembled (evaluated or not)", ["agent"], s.agent_traces.snapshot())
         yield _labelled(
             "agent_eval_sampling_decisions", "Sampling decisions on agent traces", ["decision", "reason"], s.sampling.snapshot()
@@ -81,6 +89,10 @@ class PipelineCollector(Collector):
         yield _labelled("agent_eval_sink_errors", "Failures while emitting results", ["sink"], s.sink_errors.snapshot())
         yield GaugeMetricFamily("agent_eval_queue_depth", "Agent traces waiting for an evaluation worker", value=s.queue_depth)
         yield GaugeMetricFamily("agent_eval_buffered_traces", "Traces buffered until complete", value=s.buffered_traces)
+        yield GaugeMetricFamily(
+            "agent_eval_buffered_bytes", "Estimated bytes of the buffered spans (bounded by max_buffered_bytes)",
+            value=s.buffered_bytes,
+        )
 
 
 def _counter(name: str, documentation: str, value: int) -> Metric:

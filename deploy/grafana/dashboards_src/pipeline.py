@@ -51,13 +51,34 @@ def build() -> dict[str, Any]:
     d = (
         d.with_row(row("Now"))
         .with_panel(
-            stat_panel("Queue depth", "Traces waiting for evaluation.", [query("sum (agent_eval_queue_depth)", instant=True)])
+            stat_panel(
+                "Queue depth", "Traces waiting for evaluation.", [query("sum (agent_eval_queue_depth)", instant=True)], width=4
+            )
         )
         .with_panel(
             stat_panel(
                 "Buffered traces",
                 "Traces being assembled.",
                 [query("sum (agent_eval_buffered_traces)", instant=True)],
+                width=4,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Buffered bytes",
+                "Estimated bytes of buffered spans, largest instance (bounded by OTEL_AGENT_EVAL_MAX_BUFFERED_BYTES).",
+                [query("max (agent_eval_buffered_bytes)", instant=True)],
+                unit="bytes",
+                width=4,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Admission ratio",
+                "Lowest share of new traces admitted by any instance (1: all; below 1 the app produces more new "
+                "traces per second than OTEL_AGENT_EVAL_MAX_TRACES_PER_SECOND).",
+                [query("min (agent_eval_admission_ratio)", instant=True)],
+                width=4,
             )
         )
         .with_panel(
@@ -66,6 +87,7 @@ def build() -> dict[str, Any]:
                 "Traces and agent runs not evaluated over the last hour, all reasons (no_agent included).",
                 [query("sum (increase(agent_eval_dropped_total[1h]))", instant=True)],
                 decimals=0,
+                width=4,
             )
         )
         .with_panel(
@@ -74,6 +96,7 @@ def build() -> dict[str, Any]:
                 "Internal errors caught on the hot path.",
                 [query("sum (increase(agent_eval_processor_errors_total[1h]))", instant=True)],
                 decimals=0,
+                width=4,
             )
         )
         .with_row(row("Intake and assembly"))
@@ -87,6 +110,15 @@ def build() -> dict[str, Any]:
                     query(f"sum (rate(agent_eval_late_spans_total[{RATE}]))", "late", ref="C"),
                     query(f"sum (rate(agent_eval_log_records_kept_total[{RATE}]))", "content log records", ref="D"),
                 ],
+                unit="ops",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Admission of new traces",
+                "New GenAI traces per second admitted (buffered and assembled) or rejected on arrival above "
+                "OTEL_AGENT_EVAL_MAX_TRACES_PER_SECOND.",
+                [query(f"sum by (decision) (rate(agent_eval_admission_decisions_total[{RATE}]))", "{{decision}}")],
                 unit="ops",
             )
         )
