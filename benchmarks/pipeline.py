@@ -15,10 +15,11 @@ messages, as context-trimming agents do: a 1,000-span run with the full history
 would be ~20 MB of JSON per trace), tool arguments and JSON results, token usage.
 Sizes of 10, 20, 100 and 1,000 spans are measured side by side: rounds interleave
 the sizes (and alternate their order) so machine drift hits all alike; the
-median round is reported. Then cProfile of the 20-span case: top 10 functions.
+median round is reported. Then, for the 20-span case, the phases timed apart (reading
+spans through the dialects, the rest of assembly, evaluation) and cProfile's top 10.
 
-    python benchmarks/pipeline.py            # ~40 s
-    python benchmarks/pipeline.py --quick    # ~10 s
+    python benchmarks/pipeline.py            # ~25 s
+    python benchmarks/pipeline.py --quick    # ~3 s
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 from otel_agent_eval.assemble import assemble
 from otel_agent_eval.config import Settings
+from otel_agent_eval.dialects import read_operation
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
 from otel_agent_eval.evaluators.base import Evaluator, safe_evaluate
 from otel_agent_eval.pipeline import flatten
@@ -176,6 +178,36 @@ def process(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator])
     return results
 
 
+def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], rounds: int) -> dict[str, float]:
+    """Median microseconds per trace of each phase of ``process``, timed apart."""
+    runs = [flatten(assemble(records)) for records in traces]
+
+    def read() -> None:
+        for records in traces:
+            for record in records:
+                read_operation(record)
+
+    def build() -> None:
+        for records in traces:
+            flatten(assemble(records))
+
+    def evaluate() -> None:
+        for agent_traces in runs:
+            for agent_trace in agent_traces:
+                for evaluator in evaluators:
+                    safe_evaluate(evaluator, agent_trace)
+
+    medians = {}
+    for name, phase in (("read", read), ("assemble", build), ("evaluate", evaluate)):
+        seconds = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            phase()
+            seconds.append(time.perf_counter() - started)
+        medians[name] = 1e6 * statistics.median(seconds) / len(traces)
+    return medians
+
+
 def dataset(n_spans: int, n_traces: int) -> list[list[SpanRecord]]:
     return [to_records(agent_run_spans(n_spans, seed=i), trace_id=0x1000 + i) for i in range(n_traces)]
 
@@ -230,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"measured {per_second[TARGET_SPANS]:,.0f}/s: ratio to target {ratio:.2f} -> {'PASS' if ratio >= 1 else 'MISS'}")
 
     # where the time goes, 20-span traces
+    us = phases(data[TARGET_SPANS], evaluators, rounds)
+    print(
+        f"\nphases, us per trace of {TARGET_SPANS} spans (timed apart): read spans (dialects) {us['read']:,.0f}, "
+        f"rest of assembly {us['assemble'] - us['read']:,.0f}, evaluation {us['evaluate']:,.0f}"
+    )
     profiler = cProfile.Profile()
     profiler.enable()
     process(data[20], evaluators)

@@ -3,7 +3,8 @@
 Algorithm (see docs/architecture.md, "Assembly"):
 
 1. Read every span through the dialects into an ``Operation`` (agent, llm, tool,
-   step, workflow) or nothing.
+   step, workflow) or nothing. A model call's input messages (the history, repeated
+   on every call) are parsed only when read: for the task text and in step 5.
 2. Scopes: every agent span opens a scope; a span belongs to its nearest agent
    ancestor. GenAI spans with no agent ancestor form one implicit scope per local
    root. A nested agent is its own AgentTrace, linked to the parent's step.
@@ -33,6 +34,7 @@ Algorithm (see docs/architecture.md, "Assembly"):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,7 +53,7 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
-from .model import AgentStep, AgentTrace, TokenUsage, ToolCall
+from .model import AgentTrace, TokenUsage
 from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
 
 OWN_SCOPE = "otel_agent_eval"
@@ -105,6 +107,7 @@ class _TraceAssembly:
             if op is not None:
                 self.ops[span_id] = op
         self._ancestors: dict[int, list[int]] = {}
+        self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
         self._drafts: dict[int, list[_StepDraft]] = {}
 
     # -- tree helpers -----------------------------------------------------
@@ -124,13 +127,29 @@ class _TraceAssembly:
         return chain
 
     def nearest(self, span_id: int, kind: str, stop: int | None = None) -> Operation | None:
-        for ancestor in self.ancestors(span_id):
-            if ancestor == stop:
-                return None
-            op = self.ops.get(ancestor)
-            if op is not None and op.kind == kind:
-                return op
-        return None
+        """The nearest ancestor operation of ``kind``; None when ``stop`` comes first."""
+        above = self._nearest.get(span_id)
+        if above is None:
+            above = self._nearest_by_kind(span_id)
+        found = above.get(kind)
+        if found is None:
+            return None
+        distance, op = found
+        if stop is not None and stop in self.ancestors(span_id)[: distance + 1]:
+            return None
+        return op
+
+    def _nearest_by_kind(self, span_id: int) -> dict[str, tuple[int, Operation]]:
+        """Per kind, the nearest ancestor operation and its position in ``ancestors``; one walk per span."""
+        cached = self._nearest.get(span_id)
+        if cached is None:
+            cached = {}
+            for distance, ancestor in enumerate(self.ancestors(span_id)):
+                op = self.ops.get(ancestor)
+                if op is not None and op.kind not in cached:
+                    cached[op.kind] = (distance, op)
+            self._nearest[span_id] = cached
+        return cached
 
     def top(self, span_id: int) -> SpanRecord:
         chain = self.ancestors(span_id)
@@ -140,10 +159,14 @@ class _TraceAssembly:
     def run(self) -> list[AgentTrace]:
         if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
             return []
-        for span_id in self._turn_nodes():
+        turns = self._turn_nodes()
+        for span_id in turns:
             del self.ops[span_id]
+        if turns:
+            self._nearest.clear()  # computed with the turn nodes still there
+        ordered = sorted(self.ops.values(), key=_start_order)
         scopes: dict[int, _Scope] = {}
-        for op in sorted(self.ops.values(), key=_start_order):
+        for op in ordered:
             if op.kind == AGENT:
                 scopes[op.span_id] = _Scope(op.span_id, op, op.record)
         for scope in scopes.values():
@@ -153,7 +176,7 @@ class _TraceAssembly:
                 scope.parent.children.append(scope)
         self._link_handoffs(scopes)
 
-        for op in sorted(self.ops.values(), key=_start_order):
+        for op in ordered:
             if op.kind not in (LLM, TOOL, STEP):
                 continue
             scope = self._scope_of(op, scopes)
@@ -203,15 +226,19 @@ class _TraceAssembly:
             return []
         held: dict[int, dict[str, list[Operation]]] = {a.span_id: {LLM: [], TOOL: [], AGENT: []} for a in agents}
         for op in self.ops.values():
-            if op.kind not in (LLM, TOOL, AGENT):
-                continue
-            owner = self.nearest(op.span_id, AGENT)
-            if owner is None or (op.kind == LLM and self.nearest(op.span_id, LLM, stop=owner.span_id) is not None):
-                continue
-            held[owner.span_id][op.kind].append(op)
-        candidates = [
-            a for a in agents if not held[a.span_id][TOOL] and not held[a.span_id][AGENT] and len(held[a.span_id][LLM]) <= 1
-        ]
+            if op.kind == TOOL or op.kind == AGENT:
+                owner = self.nearest(op.span_id, AGENT)
+                if owner is not None:
+                    held[owner.span_id][op.kind].append(op)
+        candidates = [a for a in agents if not held[a.span_id][TOOL] and not held[a.span_id][AGENT]]
+        if not candidates:  # the common case: every agent runs tools; no need to look at the model calls
+            return []
+        for op in self.ops.values():
+            if op.kind == LLM:
+                owner = self.nearest(op.span_id, AGENT)
+                if owner is not None and self.nearest(op.span_id, LLM, stop=owner.span_id) is None:
+                    held[owner.span_id][LLM].append(op)
+        candidates = [a for a in candidates if len(held[a.span_id][LLM]) <= 1]
         turns: set[int] = set()
         for agent in candidates:
             llms = held[agent.span_id][LLM]
@@ -326,34 +353,41 @@ class _TraceAssembly:
         if not drafts and scope.tools:
             drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
+        index = _DraftIndex.of(drafts)
         for tool in sorted(scope.tools, key=_start_order):
-            self._owner(tool, drafts).attach(tool)
+            self._owner(tool, drafts, index).attach(tool)
         _backfill_call_ids(drafts)
         self._backfill_results(scope, drafts)
         self._drafts[scope.key] = drafts
-        steps = [draft.to_step(i) for i, draft in enumerate(drafts)]
 
         agent = scope.agent
-        members = [op.record for op in scope.llms + scope.tools + scope.steps]
         root = scope.root
+        # No agent span: the root workflow span (a LangGraph graph, a chain) states the run's I/O.
+        workflow = self.ops.get(root.span_id) if agent is None and scope.key == root.span_id else None
+        io = agent or (workflow if workflow is not None and workflow.kind == WORKFLOW else None)
+        first_llm = drafts[0].llm if drafts and drafts[0].llm else None
+        # Read before the steps are made: these may parse a model call's input, whose issues the step reports.
+        task = _task_input(io, first_llm)
+        content_captured = any(op.has_content for op in scope.llms + scope.tools) or bool(agent and agent.has_content)
+        steps = [draft.to_step(i) for i, draft in enumerate(drafts)]  # as dicts: validated below, with the trace
+
+        members = [op.record for op in scope.llms + scope.tools + scope.steps]
         start = min([root.start_time_unix_nano] + [r.start_time_unix_nano for r in members])
         end = max([root.end_time_unix_nano] + [r.end_time_unix_nano for r in members])
         error = agent.error if agent else span_error(root)
         issues = list(agent.issues) if agent else []
-        usage = sum((s.usage for s in steps), TokenUsage())
-        first_llm = drafts[0].llm if drafts and drafts[0].llm else None
+        usage = {key: sum(step["usage"][key] for step in steps) for key in ("input_tokens", "output_tokens")}
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
-        # No agent span: the root workflow span (a LangGraph graph, a chain) states the run's I/O.
-        workflow = self.ops.get(root.span_id) if agent is None and scope.key == root.span_id else None
-        io = agent or (workflow if workflow is not None and workflow.kind == WORKFLOW else None)
-        return AgentTrace(
+        # One validation of the whole tree: pydantic-core builds the nested models much faster
+        # than one ``__init__`` per step and tool call.
+        return AgentTrace.model_validate(dict(
             trace_id=trace_id_hex(root.trace_id),
             agent_span_id=span_id_hex(scope.key),
             agent_name=_agent_name(agent, root, scope),
             conversation_id=conversation,
-            input=_task_input(io, first_llm),
+            input=task,
             final_output=_final_output(io, steps),
             steps=steps,
             status="error" if error else "ok",
@@ -361,13 +395,12 @@ class _TraceAssembly:
             start_time_unix_nano=start,
             end_time_unix_nano=end,
             usage=usage,
-            content_captured=any(op.has_content for op in scope.llms + scope.tools)
-            or bool(agent and agent.has_content),
+            content_captured=content_captured,
             tool_definitions=next(
                 (op.tool_definitions for op in ([agent] if agent else []) + scope.llms if op.tool_definitions), None
             ),
             issues=issues,
-        )
+        ))
 
     def _backfill_results(self, scope: _Scope, drafts: list[_StepDraft]) -> None:
         """An executed call whose tool span recorded no result takes the result echoed to the model.
@@ -392,9 +425,9 @@ class _TraceAssembly:
                     if found is not _MISSING:
                         break
                 if found is _MISSING:
-                    if others is None:
+                    if others is None:  # inputs are parsed below, only for the model calls after the draft
                         others = sorted(
-                            (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own and op.input_messages),
+                            (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own),
                             key=lambda o: o.record.start_time_unix_nano,
                         )
                     for llm in others:
@@ -425,27 +458,61 @@ class _TraceAssembly:
         ]
         return sorted(drafts, key=lambda d: d.start)
 
-    def _owner(self, tool: Operation, drafts: list[_StepDraft]) -> _StepDraft:
+    def _owner(self, tool: Operation, drafts: list[_StepDraft], index: _DraftIndex) -> _StepDraft:
         step = self.nearest(tool.span_id, STEP)
-        if step is not None:
-            for draft in drafts:
-                if draft.step is not None and draft.step.span_id == step.span_id:
-                    return draft
+        if step is not None and step.span_id in index.by_step:
+            return index.by_step[step.span_id]
         llm = self.nearest(tool.span_id, LLM)
-        if llm is not None:
-            for draft in drafts:
-                if any(own.span_id == llm.span_id for own in draft.llms):
-                    return draft
+        if llm is not None and llm.span_id in index.by_llm:
+            return index.by_llm[llm.span_id]
         if tool.tool_call_ids:
-            for draft in drafts:
-                if draft.open_call(tool, by="id") is not None:
-                    return draft
-        start = tool.record.start_time_unix_nano
-        preceding = [d for d in drafts if d.start <= start + CLOCK_SKEW_NS] or drafts[:1]
+            first = index.first_open(tool.tool_call_ids)
+            if first is not None:
+                return drafts[first]
+        # drafts are in start order: the ones that started before the tool are a prefix
+        preceding = drafts[: bisect_right(index.starts, tool.record.start_time_unix_nano + CLOCK_SKEW_NS)] or drafts[:1]
         for draft in reversed(preceding):
             if draft.open_call(tool, by="handoff" if tool.handoff_to else "args") is not None:
                 return draft
         return preceding[-1]
+
+
+@dataclass
+class _DraftIndex:
+    """Look-ups from a tool span to its draft, so that a long run costs no scan of every draft per tool."""
+
+    by_step: dict[int, _StepDraft]
+    """Step span id -> the (first) draft of that step."""
+    by_llm: dict[int, _StepDraft]
+    """LLM span id -> the (first) draft holding it."""
+    by_call_id: dict[str, list[tuple[int, _CallDraft]]]
+    """Requested call id -> (draft position, call), in draft order."""
+    starts: list[int]
+    """Draft start times, ascending like the drafts."""
+
+    @classmethod
+    def of(cls, drafts: list[_StepDraft]) -> _DraftIndex:
+        index = cls({}, {}, defaultdict(list), [d.start for d in drafts])
+        for position, draft in enumerate(drafts):
+            if draft.step is not None:
+                index.by_step.setdefault(draft.step.span_id, draft)
+            for llm in draft.llms:
+                index.by_llm.setdefault(llm.span_id, draft)
+            for call in draft.calls:
+                if call.call_id is not None:
+                    index.by_call_id[call.call_id].append((position, call))
+        return index
+
+    def first_open(self, call_ids: list[str]) -> int | None:
+        """Position of the first draft with a requested call, not yet executed, of one of ``call_ids``."""
+        first: int | None = None
+        for call_id in call_ids:
+            for position, call in self.by_call_id.get(call_id, ()):
+                if call.requested and not call.executed:
+                    if first is None or position < first:
+                        first = position
+                    break
+        return first
 
 
 @dataclass
@@ -455,9 +522,11 @@ class _StepDraft:
     """The model call whose text the step reports (the last successful one)."""
     llms: list[Operation] = field(default_factory=list)
     step: Operation | None = None
-    calls: list[ToolCall] = field(default_factory=list)
+    calls: list[_CallDraft] = field(default_factory=list)
     tool_span_ids: list[int] = field(default_factory=list)
     issues: list[str] = field(default_factory=list)
+    """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
+    (read then: a model call's input is parsed when first needed, and its issues come with it)."""
 
     @classmethod
     def from_llm(cls, llm: Operation) -> _StepDraft:
@@ -468,23 +537,20 @@ class _StepDraft:
         """A step from its step span (if any) and the model calls in it, in start order."""
         llms = sorted(llms, key=_start_order)
         start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
-        draft = cls(start=start, llms=llms, step=step, issues=list(step.issues) if step else [])
+        draft = cls(start=start, llms=llms, step=step)
         ok = [llm for llm in llms if llm.error is None]
         draft.llm = (ok or llms or [None])[-1]
-        if len(llms) > 1:
-            draft.issues.append(f"{len(llms)} model calls in one step; reported the last successful one")
         seen: set[str] = set()
         for llm in llms:
-            draft.issues.extend(llm.issues)
             for call in llm.requested_calls():
                 if call.call_id is not None and call.call_id in seen:
                     continue
                 if call.call_id is not None:
                     seen.add(call.call_id)
-                draft.calls.append(ToolCall(name=call.name, arguments=call.arguments, call_id=call.call_id, executed=False))
+                draft.calls.append(_CallDraft(name=call.name, arguments=call.arguments, call_id=call.call_id))
         return draft
 
-    def open_call(self, tool: Operation, by: str) -> ToolCall | None:
+    def open_call(self, tool: Operation, by: str) -> _CallDraft | None:
         """The requested, not yet executed call this tool span fulfils, if any."""
         for call in self.calls:
             if call.executed or not call.requested:
@@ -513,7 +579,7 @@ class _StepDraft:
             or self.open_call(tool, "handoff")
         )
         if call is None:
-            call = ToolCall(name=tool.tool_name or tool.record.name, requested=self.llm is None or not self.llm.has_content)
+            call = _CallDraft(name=tool.tool_name or tool.record.name, requested=self.llm is None or not self.llm.has_content)
             if self.llm is not None and self.llm.has_content:
                 self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
             self.calls.append(call)
@@ -534,23 +600,72 @@ class _StepDraft:
         self.tool_span_ids.append(tool.span_id)
         self.issues.extend(tool.issues)
 
-    def to_step(self, index: int) -> AgentStep:
+    def to_step(self, index: int) -> dict[str, Any]:
+        """The ``AgentStep`` fields."""
         llm = self.llm
         text = llm.output_text() if llm else None
         reasoning = llm.reasoning_text() if llm else None
         has_calls = bool(self.calls)
         thought = "\n".join(t for t in (reasoning, text if has_calls else None) if t) or None
-        return AgentStep(
-            index=index,
-            thought=thought,
-            output=None if has_calls else text,
-            tool_calls=self.calls,
-            model=llm.model if llm else None,
-            usage=sum((o.usage for o in self.llms if o.usage), TokenUsage()),
-            span_ids=[span_id_hex(i) for i in ([self.step.span_id] if self.step else []) + [o.span_id for o in self.llms] + self.tool_span_ids],
-            error=llm.error if llm else None,
-            issues=self.issues,
-        )
+        return {
+            "index": index,
+            "thought": thought,
+            "output": None if has_calls else text,
+            "tool_calls": [call.to_call() for call in self.calls],
+            "model": llm.model if llm else None,
+            "usage": _total([o.usage for o in self.llms if o.usage is not None]),
+            "span_ids": [span_id_hex(i) for i in ([self.step.span_id] if self.step else []) + [o.span_id for o in self.llms] + self.tool_span_ids],
+            "error": llm.error if llm else None,
+            "issues": self.span_issues() + self.issues,
+        }
+
+    def span_issues(self) -> list[str]:
+        """The step span's issues, then its model calls' (as read so far)."""
+        issues = list(self.step.issues) if self.step else []
+        if len(self.llms) > 1:
+            issues.append(f"{len(self.llms)} model calls in one step; reported the last successful one")
+        for llm in self.llms:
+            issues.extend(llm.issues)
+        return issues
+
+
+@dataclass(slots=True)
+class _CallDraft:
+    """A tool call while assembly fills it in; ``to_call`` gives the ``ToolCall`` fields."""
+
+    name: str
+    arguments: Any = None
+    call_id: str | None = None
+    requested: bool = True
+    executed: bool = False
+    result: Any = None
+    error: str | None = None
+    span_id: str | None = None
+    start_time_unix_nano: int | None = None
+    end_time_unix_nano: int | None = None
+
+    def to_call(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "result": self.result,
+            "error": self.error,
+            "call_id": self.call_id,
+            "span_id": self.span_id,
+            "start_time_unix_nano": self.start_time_unix_nano,
+            "end_time_unix_nano": self.end_time_unix_nano,
+            "requested": self.requested,
+            "executed": self.executed,
+        }
+
+
+def _total(usages: list[TokenUsage]) -> dict[str, int]:
+    """The ``TokenUsage`` fields of the sum of ``usages`` (``sum`` would make an object per addition)."""
+    input_tokens = output_tokens = 0
+    for usage in usages:
+        input_tokens += usage.input_tokens
+        output_tokens += usage.output_tokens
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens}
 
 
 _MERGED_FIELDS = (
@@ -562,8 +677,9 @@ _MERGED_FIELDS = (
 def _merge(outer: Operation, inner: Operation) -> None:
     """Two stacked instrumentations recorded one call: fill the outer one's gaps from the inner one."""
     for name in _MERGED_FIELDS:
-        if getattr(outer, name) in (None, []) and getattr(inner, name) not in (None, []):
-            setattr(outer, name, getattr(inner, name))
+        value = getattr(inner, name)  # always read: a lazily parsed input adds its issues before they are copied
+        if value not in (None, []) and getattr(outer, name) in (None, []):
+            setattr(outer, name, value)
     outer.issues.extend(inner.issues)
 
 
@@ -586,7 +702,7 @@ def _backfill_call_ids(drafts: list[_StepDraft]) -> None:
 _MISSING = object()
 
 
-def _echoed_result(call: ToolCall, messages: list[Message] | None, strict: bool) -> Any:
+def _echoed_result(call: _CallDraft, messages: list[Message] | None, strict: bool) -> Any:
     """The result a model input echoes for ``call`` (by call id), or ``_MISSING``.
 
     When the input also echoes the request with that id, its tool name must match;
@@ -628,7 +744,7 @@ def _within(scope: _Scope, ancestor: _Scope) -> bool:
     return False
 
 
-def _echoed_id(call: ToolCall, messages: list[Message] | None) -> str | None:
+def _echoed_id(call: _CallDraft, messages: list[Message] | None) -> str | None:
     args = canonical_json(call.arguments)
     for message in messages or ():
         for requested in message.tool_calls:
@@ -671,12 +787,12 @@ def _task_input(agent: Operation | None, first_llm: Operation | None) -> str | N
     return None
 
 
-def _final_output(agent: Operation | None, steps: list[AgentStep]) -> str | None:
+def _final_output(agent: Operation | None, steps: list[dict[str, Any]]) -> str | None:
     if agent is not None:
         text = agent.output_text()
         if text and text.strip():
             return text.strip()
     for step in reversed(steps):
-        if step.output:
-            return step.output.strip()
+        if step["output"]:
+            return step["output"].strip()
     return None

@@ -55,7 +55,11 @@ def read_operation(record: SpanRecord) -> Operation | None:
     detected = [dialect for dialect in DIALECTS if dialect.detect(record)]
     if not detected:
         return None
-    kind = next((k for d in detected if (k := d.kind(record)) is not None), None)
+    kind = None
+    for dialect in detected:
+        kind = dialect.kind(record)
+        if kind is not None:
+            break
     if kind is None:
         kind = next(
             (k for d in detected if hasattr(d, "guess_kind") and (k := d.guess_kind(record)) is not None),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,11 @@ OTHER = "other"
 
 MAX_JSON_CHARS = 1_000_000
 """Attribute strings longer than this are not parsed as JSON (kept raw, with an issue)."""
+
+_DECODER = json.JSONDecoder()
+"""``raw_decode`` skips ``json.loads``' per-call wrapper work (most attribute values are small)."""
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+"""``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per call."""
 
 
 @dataclass(slots=True)
@@ -46,7 +51,12 @@ class Message:
 
 @dataclass(slots=True)
 class Operation:
-    """One span read as a GenAI operation. Fields stay None when unknown."""
+    """One span read as a GenAI operation. Fields stay None when unknown.
+
+    ``input_messages`` of a model call may be parsed lazily (see ``defer_input_messages``):
+    every chat span repeats the system prompt and the history, and assembly reads
+    them only to back-fill call ids and results, and for the task text.
+    """
 
     record: SpanRecord
     kind: str | None = None
@@ -54,7 +64,11 @@ class Operation:
     conversation_id: str | None = None
     model: str | None = None
     provider: str | None = None
-    input_messages: list[Message] | None = None
+    _input_messages: list[Message] | None = field(default=None, init=False, repr=False)
+    _pending_input: tuple[Callable[[list[str]], list[Message] | None], int] | None = field(
+        default=None, init=False, repr=False
+    )
+    """A parser of the input messages not yet run, and where its issues go in ``issues``."""
     output_messages: list[Message] | None = None
     tool_name: str | None = None
     tool_call_ids: list[str] = field(default_factory=list)
@@ -78,12 +92,38 @@ class Operation:
         return self.record.span_id
 
     @property
+    def input_messages(self) -> list[Message] | None:
+        """The input messages, parsed on first read."""
+        if self._pending_input is not None:
+            self._parse_input()
+        return self._input_messages
+
+    @input_messages.setter
+    def input_messages(self, value: list[Message] | None) -> None:
+        if self._pending_input is not None:
+            self._parse_input()  # an overwritten value still reports its issues
+        self._input_messages = value
+
+    def _parse_input(self) -> None:
+        """Run the deferred parser; its issues go where an eager parse would have put them."""
+        assert self._pending_input is not None
+        parse, position = self._pending_input
+        self._pending_input = None
+        found: list[str] = []
+        self._input_messages = parse(found)
+        self.issues[position:position] = found
+
+    def defer_input_messages(self, parse: Callable[[list[str]], list[Message] | None]) -> None:
+        """Parse the input messages when first read: ``parse(issues)`` returns them and appends its issues."""
+        self._pending_input = (parse, len(self.issues))
+
+    @property
     def has_content(self) -> bool:
         return bool(
-            self.input_messages
-            or self.output_messages
+            self.output_messages
             or self.tool_arguments is not None
             or self.tool_result is not None
+            or self.input_messages  # last: it may need parsing
         )
 
     def requested_calls(self) -> list[RequestedCall]:
@@ -132,9 +172,11 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
     try:
-        parsed = json.loads(text)
+        parsed, end = _DECODER.raw_decode(text)
+        if end != len(text):  # trailing data: json.loads raises the error to report
+            parsed = json.loads(text)
         # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
-        return clean(parsed) if "\\ud" in text or "\\uD" in text else parsed
+        return clean(parsed) if "\\u" in text and ("\\ud" in text or "\\uD" in text) else parsed
     except (ValueError, RecursionError) as exc:
         issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
         return value
@@ -181,7 +223,7 @@ def canonical_json(value: Any) -> str:
         except (ValueError, RecursionError):
             return value
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
 
@@ -205,15 +247,22 @@ def first_str(attrs: Any, *keys: str) -> str | None:
     """The first present attribute among ``keys``, as a string."""
     for key in keys:
         value = attrs.get(key)
-        if present(value):
-            return as_str(value)
+        if value is not None and value != "" and value != "<not specified>":  # present(), inlined: a hot path
+            return value if isinstance(value, str) else str(value)
     return None
 
 
 def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> TokenUsage | None:
     """Token usage from the first present key of each list; None when neither is there."""
-    input_tokens = next((as_int(attrs[k]) for k in input_keys if k in attrs), None)
-    output_tokens = next((as_int(attrs[k]) for k in output_keys if k in attrs), None)
+    input_tokens = output_tokens = None
+    for key in input_keys:
+        if key in attrs:
+            input_tokens = as_int(attrs[key])
+            break
+    for key in output_keys:
+        if key in attrs:
+            output_tokens = as_int(attrs[key])
+            break
     if input_tokens is None and output_tokens is None:
         return None
     return TokenUsage(input_tokens=input_tokens or 0, output_tokens=output_tokens or 0)
@@ -264,8 +313,8 @@ def unwrap_tool_payload(value: Any) -> Any:
     LangChain callback records ``{"input_str", "inputs", "tags", "metadata", "kwargs"}``
     for inputs and ``{"output", "kwargs"}`` for outputs, where the output may be a
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
+    ``value`` is plain already (as ``parse_json_value`` and ``maybe_json`` return it).
     """
-    value = plain(value)
     if not isinstance(value, dict):
         return value
     message = tool_message(value)

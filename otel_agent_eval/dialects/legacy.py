@@ -60,7 +60,9 @@ def detect(record: SpanRecord) -> bool:
         return True
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs or "gen_ai.completion.0.content" in attrs:
         return True
-    return any(e.name in MESSAGE_EVENTS or e.name == CHOICE_EVENT or e.name in STRING_EVENTS for e in record.events)
+    return bool(record.events) and any(
+        e.name in MESSAGE_EVENTS or e.name == CHOICE_EVENT or e.name in STRING_EVENTS for e in record.events
+    )
 
 
 def kind(record: SpanRecord) -> str | None:

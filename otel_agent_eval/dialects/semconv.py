@@ -55,12 +55,17 @@ OPERATION_KINDS = {
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 """Carries the span's content as event attributes (Strands latest mode, event-only content joined to a span)."""
 
+INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
 
 
 def detect(record: SpanRecord) -> bool:
     attrs = record.attributes
-    return any(key in attrs for key in MARKERS) or "gen_ai.input.messages" in attrs
+    for key in MARKERS:  # a loop, not any(): this runs on every span
+        if key in attrs:
+            return True
+    return "gen_ai.input.messages" in attrs
 
 
 def kind(record: SpanRecord) -> str | None:
@@ -105,10 +110,15 @@ def extract(record: SpanRecord, op: Operation) -> None:
         model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model"),
         provider=first_str(attrs, "gen_ai.provider.name", "gen_ai.system"),
         error=span_error(record),
+        usage=usage_from(attrs, INPUT_TOKENS, OUTPUT_TOKENS) if op.kind == LLM else None,
     )
-    found = content(record)
+    found = content(record) if record.events else attrs  # the same look-ups, without copying
     if op.input_messages is None and "gen_ai.input.messages" in found:
-        op.input_messages = parse_messages(found["gen_ai.input.messages"], "gen_ai.input.messages", issues)
+        raw = found["gen_ai.input.messages"]
+        if op.kind == LLM:  # system prompt + history on every model call: parsed when assembly needs it
+            op.defer_input_messages(lambda issues: parse_messages(raw, "gen_ai.input.messages", issues))
+        else:
+            op.input_messages = parse_messages(raw, "gen_ai.input.messages", issues)
     if op.output_messages is None and "gen_ai.output.messages" in found:
         op.output_messages = parse_messages(found["gen_ai.output.messages"], "gen_ai.output.messages", issues)
     if op.tool_definitions is None and "gen_ai.tool.definitions" in found:
@@ -117,34 +127,26 @@ def extract(record: SpanRecord, op: Operation) -> None:
             op.tool_definitions = definitions
     if op.kind == TOOL:
         _extract_tool(attrs, op)
-    if op.kind == LLM:
-        fill(
-            op,
-            usage=usage_from(
-                attrs,
-                ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
-                ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
-            ),
-        )
 
 
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
     fill(op, tool_name=first_str(attrs, "gen_ai.tool.name"), tool_call_ids=call_ids(attrs.get("gen_ai.tool.call.id")))
-    if op.tool_arguments is None and present(attrs.get("gen_ai.tool.call.arguments")):
-        value = parse_json_value(attrs["gen_ai.tool.call.arguments"], "gen_ai.tool.call.arguments", issues)
-        op.tool_arguments = unwrap_tool_payload(value)
-    if op.tool_result is None and present(attrs.get("gen_ai.tool.call.result")):
-        value = maybe_json(attrs["gen_ai.tool.call.result"], "gen_ai.tool.call.result", issues)
-        op.tool_result = unwrap_tool_payload(value)
+    arguments = attrs.get("gen_ai.tool.call.arguments")
+    if op.tool_arguments is None and present(arguments):
+        op.tool_arguments = unwrap_tool_payload(parse_json_value(arguments, "gen_ai.tool.call.arguments", issues))
+    result = attrs.get("gen_ai.tool.call.result")
+    if op.tool_result is None and present(result):
+        op.tool_result = unwrap_tool_payload(maybe_json(result, "gen_ai.tool.call.result", issues))
     # Tool spans that record their content as messages (Strands latest mode): a tool_call
     # part holds the arguments, a tool_call_response part the result.
-    for message in op.input_messages or ():
+    inputs = op.input_messages or []
+    for message in inputs:
         for call in message.tool_calls:
             fill(op, tool_name=call.name, tool_arguments=call.arguments)
             if call.call_id:
                 fill(op, tool_call_ids=[call.call_id])
-    for message in (op.output_messages or []) + (op.input_messages or []):
+    for message in (op.output_messages or []) + inputs:
         for call_id, result in message.tool_results:
             fill(op, tool_result=result)
             if call_id:
@@ -204,6 +206,7 @@ def chat_parts(item: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Message:
+    """One message; ``item`` is plain (as ``parse_json_value`` returns it)."""
     message = Message(role=str(item.get("role") or "unknown"))
     parts = item.get("parts")
     if parts is None:
@@ -227,7 +230,9 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
             if not name:
                 issues.append(f"{attribute}: tool_call part without a name")
                 continue
-            arguments = parse_json_value(part.get("arguments"), f"{attribute} tool_call arguments", issues)
+            arguments = part.get("arguments")
+            if isinstance(arguments, str):  # else already plain: messages come from parse_json_value
+                arguments = parse_json_value(arguments, f"{attribute} tool_call arguments", issues)
             ids = call_ids(part.get("id"))
             message.tool_calls.append(RequestedCall(str(name), arguments, ids[-1] if ids else None))
         elif kind == "tool_call_response":
