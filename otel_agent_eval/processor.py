@@ -96,6 +96,8 @@ class AgentEvalProcessor(SpanProcessor):
                 attributes = getattr(attributes, "_dict", None) or attributes or span.attributes
                 if not attributes or _GENAI_MARKERS.isdisjoint(attributes):
                     return
+                if trace_id in pipeline.rejected_traces:
+                    return  # a later span of a trace rejected on arrival (the common case under overload)
             scope = span.instrumentation_scope
             if scope is not None and scope.name == SCOPE_NAME:
                 return  # never evaluate our own evaluation spans

@@ -105,13 +105,15 @@ class AdmissionRate:
     ``bound``, the same ``TraceIdRatioBased`` rule as sampling, so every span of
     a trace, every process and every replica decide alike while the ratio holds,
     and the admitted traces are the ones a lower ``sample_rate`` would pick. The
-    rate seen is smoothed over a few ticks: a burst is admitted in full for at
-    most one interval, then at the ratio that fits.
+    rate seen is smoothed over a few ticks. Until the ratio has caught up with a
+    burst (at start, or when traffic jumps), no more than ``BURST`` times the
+    target is admitted per interval: first come, first admitted.
     """
 
     INTERVAL_SECONDS = 0.1
     SMOOTHING = 0.5
     """Weight of the newest interval in the smoothed rate (about 0.3 s of memory)."""
+    BURST = 2.0
 
     def __init__(self, target: float, now: float) -> None:
         self.target = target
@@ -119,6 +121,10 @@ class AdmissionRate:
         self.bound = ratio_bound(1.0)
         self.rate: float | None = None
         """Smoothed new traces seen per second; None before the first interval."""
+        self.cap = max(1.0, self.BURST * target * self.INTERVAL_SECONDS) if target > 0 else float("inf")
+        """Most traces admitted per interval."""
+        self.admitted = 0
+        """Admitted in the current interval (approximate: app threads race on it, harmlessly)."""
         self._last_time = now
         self._last_seen = 0
 
@@ -132,6 +138,11 @@ class AdmissionRate:
         self._last_time, self._last_seen = now, seen
         self.ratio = 1.0 if self.rate <= self.target else self.target / self.rate
         self.bound = ratio_bound(self.ratio)
+        self.admitted = 0
 
     def admits(self, trace_id: int) -> bool:
-        return trace_id & TRACE_ID_LIMIT < self.bound
+        """Admit a new trace: under the ratio, and within this interval's cap."""
+        if trace_id & TRACE_ID_LIMIT >= self.bound or self.admitted >= self.cap:
+            return False
+        self.admitted += 1
+        return True
