@@ -118,7 +118,7 @@ def agent_traces(draw: st.DrawFn) -> Generated:
             }
             if ids[position] is not None:
                 attrs["gen_ai.tool.call.id"] = ids[position]
-            # parallel tools start 1 us apart: real clocks never tie (see the xfail test below for ties)
+            # parallel tools start 1 us apart: real clocks rarely tie (ties: test_tied_start_times_... below)
             spans.append(_span(tool_id, parent, f"execute_tool {name}", start, end, offset_ns=slot * 1000, **attrs))
         t = max(s.end_time_unix_nano for s in spans) // MS + 5
     spans.insert(0, _span(1, None, "invoke_agent a", 0, t + 1, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}))

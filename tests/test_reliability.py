@@ -575,7 +575,7 @@ def test_hostile_attributes_through_the_sdk_hot_path() -> None:
         assert {r.label for r in evaluated.results} <= {"pass", "fail", "skipped", "error"}
 
 
-# --- bugs found by these tests (strict xfail: they start passing when fixed) ---------------------
+# --- regression tests for the bugs these tests found (all fixed) ------------------------------------
 
 
 def test_assemble_survives_deeply_nested_arguments_without_call_ids() -> None:
