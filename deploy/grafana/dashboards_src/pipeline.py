@@ -211,6 +211,7 @@ def build() -> dict[str, Any]:
                 [query("min (agent_eval_judge_budget_remaining_ratio)", instant=True)],
                 unit="percentunit",
                 decimals=0,
+                width=5,
             )
         )
         .with_panel(
@@ -220,6 +221,24 @@ def build() -> dict[str, Any]:
                 [query(f"sum (increase(agent_eval_judge_cost_usd_total{{{EVALUATOR}}}[1h]))", instant=True)],
                 unit="currencyUSD",
                 decimals=2,
+                width=5,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Judge cost per evaluated trace (1h)",
+                "Estimated judge cost over the last hour divided by the agent traces evaluated in that hour "
+                "(judge evaluators selected above; needs OTEL_AGENT_EVAL_JUDGE_PRICES).",
+                [
+                    query(
+                        f"sum (increase(agent_eval_judge_cost_usd_total{{{EVALUATOR}}}[1h]))"
+                        " / sum (increase(agent_eval_traces_evaluated_total[1h]))",
+                        instant=True,
+                    )
+                ],
+                unit="currencyUSD",
+                decimals=4,
+                width=4,
             )
         )
         .with_panel(
@@ -228,6 +247,7 @@ def build() -> dict[str, Any]:
                 "Judge evaluations that ended in an error result over the last hour, all reasons.",
                 [query(f"sum (increase(agent_eval_judge_errors_total{{{EVALUATOR}}}[1h]))", instant=True)],
                 decimals=0,
+                width=5,
             )
         )
         .with_panel(
@@ -237,6 +257,7 @@ def build() -> dict[str, Any]:
                 [query(_cache_hit_ratio("1h"), instant=True)],
                 unit="percentunit",
                 decimals=1,
+                width=5,
             )
         )
         .with_panel(
