@@ -11,6 +11,7 @@ per-endpoint OTLP exporters; parts that fail are counted (spans and trace ids).
 from __future__ import annotations
 
 import bisect
+import json
 import signal
 import threading
 import time
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, set_span_in_context
 
 from tests.test_server_helpers import SCENARIOS, Receiver, ServerProcess, wait_for
 
@@ -159,6 +160,97 @@ def test_three_replicas_each_trace_evaluated_once_and_loss_counted(tmp_path: Pat
         # Traces cut by the stop are either evaluated partially by the stopping replica (drain) or not at all;
         # their failed spans were counted by the exporter.
         assert sum(router.failed_spans.values()) >= len(may)
+    finally:
+        for replica in replicas:
+            replica.kill()
+        receiver.close()
+
+
+def test_ring_change_splits_in_flight_traces_and_none_is_evaluated_twice_whole(tmp_path: Path) -> None:
+    """Scale-up from 2 to 3 replicas while 60 agent runs are in flight: each run's first turn
+    (model call and tool span) was exported before the ring changed, the rest (second model
+    call, agent span, root) after. Runs the ring keeps in place are evaluated once, whole, by
+    their replica. A run that moved is split as collector/README.md describes: the new
+    replica evaluates the part with the root (completed by root + settle), the old replica
+    completes its part by idle timeout and evaluates it as a partial run of the same agent
+    span; no replica ever sees, or evaluates, a moved run whole."""
+    receiver = Receiver()
+    replicas: list[ServerProcess] = []
+    try:
+        for i in range(3):
+            replicas.append(ServerProcess(tmp_path / f"r{i}", name=f"r{i}", receiver=receiver,
+                                          env={"OTEL_AGENT_EVAL_IDLE_TIMEOUT_SECONDS": "1"}))
+        endpoints = [f"127.0.0.1:{r.ports['http']}" for r in replicas]
+        name_of = {e: f"r{i}" for i, e in enumerate(endpoints)}
+        before, after = HashRing(endpoints[:2]), HashRing(endpoints)
+        router = RoutingExporter(endpoints)
+        router.ring = before
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(router))  # each span exported when it ends
+        tracer = provider.get_tracer("test-app")
+
+        runs = []
+        for n in range(60):
+            root = tracer.start_span("POST /agent", kind=SpanKind.SERVER)
+            agent = tracer.start_span("invoke_agent calc", context=set_span_in_context(root), attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "calc",
+                "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": f"add {n} and 2"}]}]),
+            })
+            inside = set_span_in_context(agent)
+            with tracer.start_as_current_span("chat m", context=inside, attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                    {"type": "tool_call", "id": f"c{n}", "name": "add", "arguments": {"a": n, "b": 2}}]}]),
+            }):
+                pass
+            with tracer.start_as_current_span("execute_tool add", context=inside, attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "add", "gen_ai.tool.call.id": f"c{n}",
+                "gen_ai.tool.call.result": str(n + 2),
+            }):
+                pass
+            runs.append((root, agent, inside))
+        router.ring = after  # scale-up: the Collector's resolver now lists a third replica
+        for n, (root, agent, inside) in enumerate(runs):
+            with tracer.start_as_current_span("chat m", context=inside, attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": str(n + 2)}]}]),
+            }):
+                pass
+            agent.end()
+            root.end()
+        provider.shutdown()
+        assert not router.failed_spans
+
+        trace_ids = [root.get_span_context().trace_id for root, _, _ in runs]
+        agent_span = {root.get_span_context().trace_id: format(agent.get_span_context().span_id, "016x") for root, agent, _ in runs}
+        moved = {t for t in trace_ids if before.endpoint_for(t) != after.endpoint_for(t)}
+        assert moved and all(after.endpoint_for(t) == endpoints[2] for t in moved)  # consistent hashing: only to the new one
+        expected_evaluations = len(trace_ids) + len(moved)
+
+        def step_counts() -> dict[int, list[tuple[str, int, str]]]:
+            """Per trace: (replica, steps, evaluated span) of every step_budget result."""
+            out: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
+            for r in receiver.results():
+                if r["attributes"]["gen_ai.evaluation.name"] == "step_budget":
+                    steps = json.loads(r["attributes"]["agent_eval.details"])["steps"]
+                    out[int(r["trace_id"], 16)].append((r["service"], steps, r["span_id"]))
+            return out
+
+        wait_for(lambda: sum(map(len, step_counts().values())) >= expected_evaluations, 30, "every part evaluated")
+        time.sleep(1.5)  # an extra (wrong) evaluation would show up by now
+        seen = step_counts()
+        for t in trace_ids:
+            owner = name_of[after.endpoint_for(t)]
+            if t not in moved:
+                assert seen[t] == [(owner, 2, agent_span[t])], (format(t, "032x"), seen[t])
+            else:
+                old = name_of[before.endpoint_for(t)]
+                # each replica evaluates its half as a one-step run of the same agent span, never the whole run
+                assert sorted(seen[t]) == sorted([(owner, 1, agent_span[t]), (old, 1, agent_span[t])]), seen[t]
+        # the old replicas completed the moved halves by idle timeout, the new one by root ended
+        idle = sum(r.metrics().sum("agent_eval_traces_completed_total", reason="idle_timeout") for r in replicas[:2])
+        assert idle == len(moved)
+        assert replicas[2].metrics().sum("agent_eval_traces_completed_total", reason="root_ended") == len(moved)
     finally:
         for replica in replicas:
             replica.kill()
