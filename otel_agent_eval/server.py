@@ -22,7 +22,9 @@ get HTTP 503 / gRPC ``UNAVAILABLE``.
 
 Connections. OTLP/HTTP serves each connection on its own thread, at most
 ``max_http_connections`` at once (gRPC has its fixed pool, ``grpc_workers``); a
-connection beyond that gets an immediate 503 + ``Retry-After`` and is closed,
+connection beyond that gets an immediate 503 + ``Retry-After`` and is closed (a
+client that is already writing may see the close as a reset: OTLP exporters
+retry either way),
 and a connection idle for ``http_idle_seconds`` is closed, so a crowd of
 clients or idle keep-alive connections cannot pile up threads.
 
