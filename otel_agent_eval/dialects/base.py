@@ -306,6 +306,10 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
     return None
 
 
+_WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
+"""Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
+
+
 def unwrap_tool_payload(value: Any) -> Any:
     """Strip the wrappers some instrumentations put around tool arguments and results.
 
@@ -315,7 +319,7 @@ def unwrap_tool_payload(value: Any) -> Any:
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
     ``value`` is plain already (as ``parse_json_value`` and ``maybe_json`` return it).
     """
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
     message = tool_message(value)
     if message is not None:

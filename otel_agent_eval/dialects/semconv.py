@@ -103,15 +103,20 @@ def content(record: SpanRecord) -> dict[str, Any]:
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
-    fill(
-        op,
-        agent_name=as_str(attrs.get("gen_ai.agent.name")) if op.kind == AGENT else None,
-        conversation_id=as_str(attrs.get("gen_ai.conversation.id")),
-        model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model"),
-        provider=first_str(attrs, "gen_ai.provider.name", "gen_ai.system"),
-        error=span_error(record),
-        usage=usage_from(attrs, INPUT_TOKENS, OUTPUT_TOKENS) if op.kind == LLM else None,
-    )
+    kind = op.kind
+    # What ``fill`` does, spelled out: this runs on every span, and usually first (every field empty).
+    if kind == AGENT and op.agent_name is None:
+        op.agent_name = as_str(attrs.get("gen_ai.agent.name")) or None
+    if op.conversation_id is None:
+        op.conversation_id = as_str(attrs.get("gen_ai.conversation.id")) or None
+    if op.model is None:
+        op.model = first_str(attrs, "gen_ai.response.model", "gen_ai.request.model")
+    if op.provider is None:
+        op.provider = first_str(attrs, "gen_ai.provider.name", "gen_ai.system")
+    if op.error is None:
+        op.error = span_error(record)
+    if kind == LLM and op.usage is None:
+        op.usage = usage_from(attrs, INPUT_TOKENS, OUTPUT_TOKENS)
     found = content(record) if record.events else attrs  # the same look-ups, without copying
     if op.input_messages is None and "gen_ai.input.messages" in found:
         raw = found["gen_ai.input.messages"]
@@ -131,7 +136,10 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
-    fill(op, tool_name=first_str(attrs, "gen_ai.tool.name"), tool_call_ids=call_ids(attrs.get("gen_ai.tool.call.id")))
+    if op.tool_name is None:
+        op.tool_name = first_str(attrs, "gen_ai.tool.name")
+    if not op.tool_call_ids:
+        op.tool_call_ids = call_ids(attrs.get("gen_ai.tool.call.id"))
     arguments = attrs.get("gen_ai.tool.call.arguments")
     if op.tool_arguments is None and present(arguments):
         op.tool_arguments = unwrap_tool_payload(parse_json_value(arguments, "gen_ai.tool.call.arguments", issues))
