@@ -358,12 +358,12 @@ class Paced:
 
 
 def paced_run(kind: str, rate: float, seconds: float) -> Paced:
-    """Agent runs at a fixed rate (below buffer saturation): CPU spent per run.
+    """Agent runs at a fixed rate for several settle delays: CPU spent per run.
 
-    At full speed the default buffer (2000 traces, 2 s settle delay) overflows and
-    traces are evicted before they complete, so nothing is assembled or evaluated.
-    At a rate the buffer can hold, every trace completes and is assembled, and up to
-    50/s are evaluated: this is where the background threads do their real work.
+    At full speed nearly every new trace is rejected on arrival and, within a short
+    repetition, no admitted trace completes. Paced, admitted traces (up to
+    ``max_traces_per_second``) complete, are assembled and up to 50/s are evaluated:
+    this is where the background threads do their real work.
     """
     built = build(kind)
     tracer = built.provider.get_tracer("bench.app")
