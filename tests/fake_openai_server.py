@@ -21,8 +21,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_http import LocalJSONServer
 
 Answers = dict[str, Any] | Callable[[list[str], dict[str, Any]], dict[str, Any]]
 
@@ -80,7 +81,9 @@ def question_ids(body: dict[str, Any]) -> list[str]:
     return _QUESTION_LINE.findall(user.split("QUESTIONS", 1)[-1])
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalJSONServer):
+    thread_name = "fake-openai"
+
     def __init__(self, default: Behaviour | None = None) -> None:
         self.default = default or answer()
         self.requests: list[dict[str, Any]] = []
@@ -88,29 +91,7 @@ class FakeOpenAI:
         self.max_in_flight = 0
         self._script: deque[Behaviour] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
-
-    # -- lifecycle ---------------------------------------------------------------
-    def start(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        super().__init__()
 
     # -- scripting -----------------------------------------------------------------
     def script(self, *behaviours: Behaviour) -> None:
@@ -131,12 +112,23 @@ class FakeOpenAI:
         with self._lock:
             return len(self.requests)
 
-    def _next(self, record: dict[str, Any]) -> Behaviour:
+    # -- requests ------------------------------------------------------------------
+    def handle(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         with self._lock:
-            self.requests.append(record)
-            return self._script.popleft() if self._script else self.default
+            self.requests.append({"path": path, "headers": headers, "body": body, "time": time.monotonic()})
+            behaviour = self._script.popleft() if self._script else self.default
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if path.split("?")[0] != "/v1/chat/completions":
+                return 404, {}, b'{"error": {"message": "not found"}}'
+            if behaviour.delay:
+                time.sleep(behaviour.delay)
+            return self.respond(behaviour, body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
-    # -- responses -----------------------------------------------------------------
     def respond(self, behaviour: Behaviour, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         if behaviour.kind == "status":
             return behaviour.status, behaviour.headers, behaviour.content.encode()
@@ -169,52 +161,3 @@ class FakeOpenAI:
             payload["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         return 200, {}, json.dumps(payload).encode()
 
-
-def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
-
-        def log_message(self, *args: Any) -> None:  # quiet
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            length = int(self.headers.get("content-length") or 0)
-            raw_body = self.rfile.read(length)
-            try:
-                body = json.loads(raw_body or b"{}")
-            except ValueError:
-                body = {}
-            record = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body, "time": time.monotonic()}
-            behaviour = server._next(record)
-            with server._lock:
-                server.in_flight += 1
-                server.max_in_flight = max(server.max_in_flight, server.in_flight)
-            try:
-                self._serve(behaviour, body)
-            finally:
-                with server._lock:
-                    server.in_flight -= 1
-
-        def _serve(self, behaviour: Behaviour, body: dict[str, Any]) -> None:
-            if self.path.split("?")[0] != "/v1/chat/completions":
-                self._send(404, {}, b'{"error": {"message": "not found"}}')
-                return
-            if behaviour.delay:
-                time.sleep(behaviour.delay)
-            code, headers, data = server.respond(behaviour, body)
-            self._send(code, headers, data)
-
-        def _send(self, code: int, headers: dict[str, str], data: bytes) -> None:
-            try:
-                self.send_response(code)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                pass  # the client gave up (timeout): nothing to tell it
-
-    return Handler

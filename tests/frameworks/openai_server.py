@@ -25,8 +25,9 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_http import LocalJSONServer
 
 __all__ = ["OpenAIServer", "RecordedRequest", "Reply", "Scripted", "text", "tool_calls", "usage_of"]
 
@@ -88,38 +89,28 @@ class Scripted:
 Script = Callable[[str, dict[str, Any]], Reply]
 
 
-class OpenAIServer:
-    """A ThreadingHTTPServer on 127.0.0.1:<free port> in a daemon thread; use as a context manager."""
+class OpenAIServer(LocalJSONServer):
+    """Serves ``script``'s replies on 127.0.0.1:<free port> in a daemon thread; use as a context manager."""
+
+    thread_name = "openai-server"
 
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-server", daemon=True)
+        super().__init__()
 
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    def __enter__(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+    def handle(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        try:
+            return 200, {}, json.dumps(self._answer(path, body)).encode()
+        except LookupError:
+            error = {"message": f"unknown path {path}", "type": "invalid_request_error"}
+            return 404, {}, json.dumps({"error": error}).encode()
+        except Exception as exc:  # scripted failure: a 400 so clients do not retry
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            error = {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request_error"}
+            return 400, {}, json.dumps({"error": error}).encode()
 
     # -- request handling ------------------------------------------------------------------------
     def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -202,31 +193,3 @@ def _response(n: int, model: str, reply: Reply, input_tokens: int, output_tokens
         },
     }
 
-
-def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
-            pass
-
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_POST(self) -> None:  # noqa: N802
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-                self._send(200, server._answer(self.path, body))
-            except LookupError:
-                self._send(404, {"error": {"message": f"unknown path {self.path}", "type": "invalid_request_error"}})
-            except Exception as exc:  # scripted failure: a 400 so clients do not retry
-                server.errors.append(f"{type(exc).__name__}: {exc}")
-                self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request_error"}})
-
-    return Handler
