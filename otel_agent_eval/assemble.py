@@ -30,6 +30,10 @@ Algorithm (see docs/architecture.md, "Assembly"):
    span recorded no result (event-only content, a failed tool, a handoff) takes the
    result echoed back to the model the same way. Arguments come from the tool span,
    unless it only holds a bare value where the request has an object.
+
+The common shape (one agent span with nothing above it, every model and tool call its
+child, at least one tool call) takes a shortcut (``_lone_agent``) past the parts of
+rules 2-4 that cannot apply to it; the result is the same.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
-from .model import AgentTrace, TokenUsage
+from .model import AgentTrace
 from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
 
 OWN_SCOPE = "otel_agent_eval"
@@ -109,6 +113,8 @@ class _TraceAssembly:
         self._ancestors: dict[int, list[int]] = {}
         self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
         self._drafts: dict[int, list[_StepDraft]] = {}
+        self._flat = False
+        """Set by the single-agent shortcut: no operation has an operation ancestor but the agent."""
 
     # -- tree helpers -----------------------------------------------------
     def ancestors(self, span_id: int) -> list[int]:
@@ -159,6 +165,16 @@ class _TraceAssembly:
     def run(self) -> list[AgentTrace]:
         if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
             return []
+        agent = self._lone_agent()
+        if agent is not None:  # the common shape: one scope, and rules 2-3 reduce to this
+            self._flat = True
+            scope = _Scope(agent.span_id, agent, agent.record)
+            for op in sorted(self.ops.values(), key=_start_order):
+                if op.kind == LLM:
+                    scope.llms.append(op)
+                elif op.kind == TOOL:
+                    scope.tools.append(op)
+            return [self._build(scope)]
         turns = self._turn_nodes()
         for span_id in turns:
             del self.ops[span_id]
@@ -208,6 +224,37 @@ class _TraceAssembly:
                 built[scope.parent.key].children.append(child)
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
+
+    def _lone_agent(self) -> Operation | None:
+        """The agent span of a trace of the common shape, else None.
+
+        The shape: one agent span with no operation above it, and every other operation
+        a model or tool call whose parent is that agent span, at least one a tool call.
+        The general rules then give one scope and nothing else: no turn node (the agent
+        runs a tool), no nested agent, container or handoff, no step span, and no merge
+        (no model call inside a model call, no tool inside a tool).
+        """
+        agent: Operation | None = None
+        has_tool = False
+        for op in self.ops.values():
+            kind = op.kind
+            if kind == AGENT:
+                if agent is not None:
+                    return None
+                agent = op
+            elif kind == TOOL:
+                has_tool = True
+            elif kind != LLM:
+                return None
+        if agent is None or not has_tool:
+            return None
+        key = agent.span_id
+        for op in self.ops.values():
+            if op is not agent and op.record.parent_span_id != key:
+                return None
+        if any(ancestor in self.ops for ancestor in self.ancestors(key)):
+            return None
+        return agent
 
     def _turn_nodes(self) -> list[int]:
         """Agent-kind spans that are one turn of an enclosing run, not agents of their own.
@@ -354,7 +401,7 @@ class _TraceAssembly:
             drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
         index = _DraftIndex.of(drafts)
-        for tool in sorted(scope.tools, key=_start_order):
+        for tool in scope.tools:  # in start order, as ``run`` collected them
             self._owner(tool, drafts, index).attach(tool)
         _backfill_call_ids(drafts)
         self._backfill_results(scope, drafts)
@@ -376,7 +423,10 @@ class _TraceAssembly:
         end = max([root.end_time_unix_nano] + [r.end_time_unix_nano for r in members])
         error = agent.error if agent else span_error(root)
         issues = list(agent.issues) if agent else []
-        usage = {key: sum(step["usage"][key] for step in steps) for key in ("input_tokens", "output_tokens")}
+        usage = {"input_tokens": 0, "output_tokens": 0}
+        for step in steps:
+            usage["input_tokens"] += step["usage"]["input_tokens"]
+            usage["output_tokens"] += step["usage"]["output_tokens"]
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
@@ -443,6 +493,8 @@ class _TraceAssembly:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
         by_step: dict[int, list[Operation]] = {step.span_id: [] for step in scope.steps}
         loose: list[Operation] = []
+        if self._flat:  # no step span above any model or tool call; the model calls are in start order
+            return [_StepDraft.from_llm(llm) for llm in scope.llms]
         for llm in scope.llms:
             step = self.nearest(llm.span_id, STEP, stop=scope.key)
             (by_step[step.span_id] if step is not None else loose).append(llm)
@@ -459,12 +511,13 @@ class _TraceAssembly:
         return sorted(drafts, key=lambda d: d.start)
 
     def _owner(self, tool: Operation, drafts: list[_StepDraft], index: _DraftIndex) -> _StepDraft:
-        step = self.nearest(tool.span_id, STEP)
-        if step is not None and step.span_id in index.by_step:
-            return index.by_step[step.span_id]
-        llm = self.nearest(tool.span_id, LLM)
-        if llm is not None and llm.span_id in index.by_llm:
-            return index.by_llm[llm.span_id]
+        if not self._flat:  # else no step span or model call is above the tool
+            step = self.nearest(tool.span_id, STEP)
+            if step is not None and step.span_id in index.by_step:
+                return index.by_step[step.span_id]
+            llm = self.nearest(tool.span_id, LLM)
+            if llm is not None and llm.span_id in index.by_llm:
+                return index.by_llm[llm.span_id]
         if tool.tool_call_ids:
             first = index.first_open(tool.tool_call_ids)
             if first is not None:
@@ -524,6 +577,8 @@ class _StepDraft:
     step: Operation | None = None
     calls: list[_CallDraft] = field(default_factory=list)
     tool_span_ids: list[int] = field(default_factory=list)
+    tool_span_hexes: list[str] = field(default_factory=list)
+    """``tool_span_ids`` as the step reports them (each formatted once)."""
     issues: list[str] = field(default_factory=list)
     """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
     (read then: a model call's input is parsed when first needed, and its issues come with it)."""
@@ -535,19 +590,22 @@ class _StepDraft:
     @classmethod
     def from_step(cls, step: Operation | None, llms: list[Operation]) -> _StepDraft:
         """A step from its step span (if any) and the model calls in it, in start order."""
-        llms = sorted(llms, key=_start_order)
+        llms = sorted(llms, key=_start_order) if len(llms) > 1 else list(llms)
         start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
         draft = cls(start=start, llms=llms, step=step)
         ok = [llm for llm in llms if llm.error is None]
         draft.llm = (ok or llms or [None])[-1]
+        calls = draft.calls
         seen: set[str] = set()
         for llm in llms:
-            for call in llm.requested_calls():
-                if call.call_id is not None and call.call_id in seen:
-                    continue
-                if call.call_id is not None:
-                    seen.add(call.call_id)
-                draft.calls.append(_CallDraft(name=call.name, arguments=call.arguments, call_id=call.call_id))
+            for message in llm.output_messages or ():  # ``requested_calls()``, without the list
+                for call in message.tool_calls:
+                    call_id = call.call_id
+                    if call_id is not None:
+                        if call_id in seen:
+                            continue
+                        seen.add(call_id)
+                    calls.append(_CallDraft(call.name, call.arguments, call_id))
         return draft
 
     def open_call(self, tool: Operation, by: str) -> _CallDraft | None:
@@ -585,6 +643,7 @@ class _StepDraft:
             self.calls.append(call)
         call.executed = True
         call.span_id = span_id_hex(tool.span_id)
+        self.tool_span_hexes.append(call.span_id)
         call.start_time_unix_nano = tool.record.start_time_unix_nano
         call.end_time_unix_nano = tool.record.end_time_unix_nano
         if tool.tool_arguments is not None and not (
@@ -606,15 +665,21 @@ class _StepDraft:
         text = llm.output_text() if llm else None
         reasoning = llm.reasoning_text() if llm else None
         has_calls = bool(self.calls)
-        thought = "\n".join(t for t in (reasoning, text if has_calls else None) if t) or None
+        if has_calls:
+            thought = (f"{reasoning}\n{text}" if text else reasoning) if reasoning else (text or None)
+        else:
+            thought = reasoning or None
+        span_ids = [span_id_hex(self.step.span_id)] if self.step else []
+        span_ids += [span_id_hex(o.span_id) for o in self.llms]
+        span_ids += self.tool_span_hexes
         return {
             "index": index,
             "thought": thought,
             "output": None if has_calls else text,
             "tool_calls": [call.to_call() for call in self.calls],
             "model": llm.model if llm else None,
-            "usage": _total([o.usage for o in self.llms if o.usage is not None]),
-            "span_ids": [span_id_hex(i) for i in ([self.step.span_id] if self.step else []) + [o.span_id for o in self.llms] + self.tool_span_ids],
+            "usage": _total(self.llms),
+            "span_ids": span_ids,
             "error": llm.error if llm else None,
             "issues": self.span_issues() + self.issues,
         }
@@ -659,12 +724,14 @@ class _CallDraft:
         }
 
 
-def _total(usages: list[TokenUsage]) -> dict[str, int]:
-    """The ``TokenUsage`` fields of the sum of ``usages`` (``sum`` would make an object per addition)."""
+def _total(llms: list[Operation]) -> dict[str, int]:
+    """The ``TokenUsage`` fields of the model calls' summed usage (``sum`` would make an object per addition)."""
     input_tokens = output_tokens = 0
-    for usage in usages:
-        input_tokens += usage.input_tokens
-        output_tokens += usage.output_tokens
+    for llm in llms:
+        usage = llm.usage
+        if usage is not None:
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
     return {"input_tokens": input_tokens, "output_tokens": output_tokens}
 
 

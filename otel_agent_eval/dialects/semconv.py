@@ -149,6 +149,8 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
     # Tool spans that record their content as messages (Strands latest mode): a tool_call
     # part holds the arguments, a tool_call_response part the result.
     inputs = op.input_messages or []
+    if not inputs and not op.output_messages:  # the common case: content in the tool attributes
+        return
     for message in inputs:
         for call in message.tool_calls:
             fill(op, tool_name=call.name, tool_arguments=call.arguments)

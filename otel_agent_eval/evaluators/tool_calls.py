@@ -83,15 +83,15 @@ def _matched_unordered(expected: Sequence[ExpectedCall], actual: Sequence[ToolCa
 
 def _matched_in_order(expected: Sequence[ExpectedCall], actual: Sequence[ToolCall]) -> int:
     """Longest common subsequence of expected and actual calls."""
-    rows = len(expected)
     previous = [0] * (len(actual) + 1)
-    for i in range(1, rows + 1):
+    for exp in expected:
+        if exp.arguments is None:  # what ``matches`` checks then, without a call per cell
+            hits = [call.name == exp.name for call in actual]
+        else:
+            hits = [exp.matches(call) for call in actual]
         current = [0] * (len(actual) + 1)
-        for j in range(1, len(actual) + 1):
-            if expected[i - 1].matches(actual[j - 1]):
-                current[j] = previous[j - 1] + 1
-            else:
-                current[j] = max(previous[j], current[j - 1])
+        for j, hit in enumerate(hits):
+            current[j + 1] = previous[j] + 1 if hit else max(previous[j + 1], current[j])
         previous = current
     return previous[-1]
 

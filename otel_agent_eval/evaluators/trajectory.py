@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from ..dialects.base import canonical_json
-from ..model import AgentTrace, EvalResult
+from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 
 
@@ -23,8 +24,15 @@ class LoopDetection(Evaluator):
         self.threshold_calls = threshold_calls
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
-        counts = Counter((call.name, canonical_json(call.arguments)) for call in trace.tool_calls)
-        loops = {f"{name}({args})": n for (name, args), n in counts.items() if n >= self.threshold_calls}
+        calls = trace.tool_calls
+        keys = _scalar_identities(calls)
+        if keys is None:
+            keys = [(call.name, canonical_json(call.arguments)) for call in calls]
+        loops: dict[str, int] = {}
+        for key, n in Counter(keys).items():
+            if n >= self.threshold_calls:
+                call = calls[keys.index(key)]  # the first such call
+                loops[f"{call.name}({canonical_json(call.arguments)})"] = n
         if not loops:
             return [self.scored(trace, 1.0, "no repeated identical tool call", {"threshold_calls": self.threshold_calls})]
         worst = max(loops, key=loops.__getitem__)
@@ -34,6 +42,35 @@ class LoopDetection(Evaluator):
                 {"repeated_calls": loops, "threshold_calls": self.threshold_calls},
             )
         ]
+
+
+_SCALARS = (str, int, bool, type(None))
+"""Exact types whose JSON text is one to one with (type, value): no float (``nan``, ``-0.0``)."""
+
+
+def _scalar_identities(calls: list[ToolCall]) -> list[tuple[str, tuple[Any, ...]]] | None:
+    """Per call, (name, sorted (key, type, value) of its arguments), when every call's arguments are a
+    dict of ``str`` keys to ``_SCALARS``; else None.
+
+    For such dicts two identities are equal exactly when the canonical JSON texts are (keys are
+    sorted there too; ``1`` and ``True`` differ by type), and they cost less to make. All or
+    nothing: a call with other arguments (a JSON string, a float) may have the same canonical JSON
+    as a dict, so then every call is counted by canonical JSON.
+    """
+    identities = []
+    for call in calls:
+        arguments = call.arguments
+        if type(arguments) is not dict:
+            return None
+        identity = []
+        for key, value in arguments.items():
+            kind = type(value)
+            if type(key) is not str or kind not in _SCALARS:
+                return None
+            identity.append((key, kind, value))
+        identity.sort()  # keys are unique: the values are never compared
+        identities.append((call.name, tuple(identity)))
+    return identities
 
 
 class StepBudget(Evaluator):
