@@ -33,7 +33,7 @@ class Settings(BaseModel):
     sample_tool_failures: bool = Field(True, description="Always evaluate traces with a failed tool call.")
     slow_trace_seconds: float | None = Field(None, gt=0, description="Always evaluate agent runs longer than this.")
     max_evaluations_per_second: float = Field(50.0, ge=0.0, description="Token-bucket limit on traces evaluated per second; 0 disables the limit.")
-    max_traces_per_second: float = Field(200.0, ge=0.0, description="New GenAI traces buffered and assembled per second; above it, an adaptive trace-id ratio admits that many and the rest are dropped on arrival (not_sampled, reason admission). 0 disables the limit.")
+    max_traces_per_second: float = Field(200.0, ge=0.0, description="New GenAI traces buffered and assembled per second; above it, an adaptive trace-id ratio admits that many and the rest are rejected on arrival (admission_decisions{rejected}). 0 disables the limit.")
     # trace completion
     settle_delay_seconds: float = Field(2.0, ge=0.0, description="Wait after the local root span ends, for stragglers.")
     idle_timeout_seconds: float = Field(30.0, gt=0, description="Complete a trace with no root after this long without new spans.")
