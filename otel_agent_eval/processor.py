@@ -4,8 +4,9 @@ The hot path (``on_end``) follows the intake rule: keep a span if its trace
 already has kept spans (children end before their parents, so every ancestor
 of a GenAI span arrives after it), or if it carries GenAI data and its trace is
 admitted (``Pipeline.admit``: an adaptive trace-id ratio caps new traces per
-second); drop everything else at once. That is a few dict look-ups per span and never I/O, a lock or an
-exception into the app. All other work happens on background threads.
+second); drop everything else at once. That is a few dict look-ups per span and
+never I/O, a lock or an exception into the app. All other work happens on
+background threads.
 """
 
 from __future__ import annotations
