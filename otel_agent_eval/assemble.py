@@ -15,6 +15,10 @@ Algorithm (see docs/architecture.md, "Assembly"):
    calls run outside it; LangGraph's ``agent`` node) is no scope: its model call is a
    step of the run around it. An agent that names the agent it took over from
    (``graph.node.parent_id``, a handoff recorded as a sibling) is that agent's child.
+   A LangGraph graph run as a node of another graph (a sub-agent: its inner spans'
+   ``langgraph_checkpoint_ns`` has one more ``|`` level than its own) is an agent, whatever
+   its span kind; with no agent above it, it is a child of the run of the graph around it
+   (that local root's scope; a container when it has no model or tool call of its own).
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
@@ -57,6 +61,7 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
+from .dialects.openinference import graph_namespace, subgraph_agent
 from .model import AgentTrace
 from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
 
@@ -115,6 +120,8 @@ class _TraceAssembly:
         self._drafts: dict[int, list[_StepDraft]] = {}
         self._flat = False
         """Set by the single-agent shortcut: no operation has an operation ancestor but the agent."""
+        self._subgraphs: set[int] = set()
+        """Span ids of LangGraph graphs run as a node of another graph: agents (rule 2)."""
 
     # -- tree helpers -----------------------------------------------------
     def ancestors(self, span_id: int) -> list[int]:
@@ -165,6 +172,7 @@ class _TraceAssembly:
     def run(self) -> list[AgentTrace]:
         if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
             return []
+        self._subgraphs = self._subgraph_agents()
         agent = self._lone_agent()
         if agent is not None:  # the common shape: one scope, and rules 2-3 reduce to this
             self._flat = True
@@ -185,10 +193,13 @@ class _TraceAssembly:
         for op in ordered:
             if op.kind == AGENT:
                 scopes[op.span_id] = _Scope(op.span_id, op, op.record)
-        for scope in scopes.values():
+        for scope in list(scopes.values()):  # ``_scope_of`` may add an implicit scope
             parent_agent = self.nearest(scope.key, AGENT)
             if parent_agent is not None:
                 scope.parent = scopes[parent_agent.span_id]
+                scope.parent.children.append(scope)
+            elif scope.key in self._subgraphs and self.top(scope.key).span_id != scope.key:
+                scope.parent = self._scope_of(scope.agent, scopes)  # the run of the graph around it
                 scope.parent.children.append(scope)
         self._link_handoffs(scopes)
 
@@ -256,6 +267,42 @@ class _TraceAssembly:
             return None
         return agent
 
+    def _subgraph_agents(self) -> set[int]:
+        """Span ids of LangGraph graphs run as a node of another graph; CHAIN ones become agent operations.
+
+        A node task's checkpoint namespace has one ``node:task_id`` segment per graph level
+        (``research:<id>|agent:<id>`` inside the ``research`` subgraph). Walking up from a model
+        or tool call, the span where the namespace loses a level, while still inside a node of
+        an outer graph, is the run of a nested graph. A chain inside a plain node keeps its
+        node's namespace, and the top graph's span has none: neither is taken.
+        """
+        namespaces: dict[int, str | None] = {}
+
+        def namespace(span_id: int) -> str | None:
+            if span_id not in namespaces:
+                op = self.ops.get(span_id)
+                namespaces[span_id] = op.graph_namespace if op is not None else graph_namespace(self.records[span_id])
+            return namespaces[span_id]
+
+        found: set[int] = set()
+        for op in list(self.ops.values()):
+            inner = op.graph_namespace
+            if op.kind not in (LLM, TOOL) or inner is None or "|" not in inner:
+                continue
+            for ancestor in self.ancestors(op.span_id):
+                outer = namespace(ancestor)
+                if outer is None:
+                    break
+                if outer.count("|") < inner.count("|"):
+                    found.add(ancestor)
+                inner = outer
+        promoted = [span_id for span_id in found if span_id not in self.ops]
+        for span_id in promoted:
+            self.ops[span_id] = subgraph_agent(self.records[span_id])
+        if promoted:
+            self._nearest.clear()  # computed before the new agents were there
+        return {span_id for span_id in found if self.ops[span_id].kind == AGENT}
+
     def _turn_nodes(self) -> list[int]:
         """Agent-kind spans that are one turn of an enclosing run, not agents of their own.
 
@@ -266,7 +313,7 @@ class _TraceAssembly:
         model call runs in that same node), or its model's requested calls ran outside
         it, in the enclosing run; same-named siblings of such a node are turns too.
         A real nested agent (agent-as-tool, handoff target) runs its own tools or
-        answers by itself, and keeps its scope.
+        answers by itself, and keeps its scope; so does a nested graph (a whole run).
         """
         agents = [op for op in self.ops.values() if op.kind == AGENT]
         if not agents:
@@ -277,7 +324,10 @@ class _TraceAssembly:
                 owner = self.nearest(op.span_id, AGENT)
                 if owner is not None:
                     held[owner.span_id][op.kind].append(op)
-        candidates = [a for a in agents if not held[a.span_id][TOOL] and not held[a.span_id][AGENT]]
+        candidates = [
+            a for a in agents
+            if not held[a.span_id][TOOL] and not held[a.span_id][AGENT] and a.span_id not in self._subgraphs
+        ]
         if not candidates:  # the common case: every agent runs tools; no need to look at the model calls
             return []
         for op in self.ops.values():

@@ -82,6 +82,9 @@ class Operation:
     """The node id of the agent this one was handed work by (``graph.node.parent_id``), when stated."""
     graph_node: str | None = None
     """The graph node this span runs in (LangGraph ``langgraph_node`` metadata)."""
+    graph_namespace: str | None = None
+    """The checkpoint namespace of the graph node task this span runs in (LangGraph
+    ``langgraph_checkpoint_ns``): one ``node:task_id`` segment per graph level, joined by ``|``."""
     error: str | None = None
     usage: TokenUsage | None = None
     tool_definitions: list[Any] | None = None

@@ -6,6 +6,8 @@ contents.{k}.message_content.{type,text}, tool_calls.{j}.tool_call.{id,
 function.name, function.arguments}}``; tool spans keep ``tool.name``, ``tool.id``
 and their arguments / result in the generic ``input.value`` / ``output.value``
 (which Koog also uses on its tool spans, without the span kind).
+LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
+``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
@@ -68,7 +70,9 @@ def kind(record: SpanRecord) -> str | None:
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
-    fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=_graph_node(attrs))
+    node, namespace = _graph_task(attrs)
+    fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=node,
+         graph_namespace=namespace)
     if op.kind == LLM:
         messages = _flattened(attrs, issues)
         fill(
@@ -133,15 +137,38 @@ def _raw_calls(value: Any, found: dict[str, Any], depth: int) -> None:
                 _raw_calls(value[key], found, depth + 1)
 
 
-def _graph_node(attrs: Any) -> str | None:
-    """The LangGraph node a span runs in, from the ``metadata`` JSON LangChain tracers record."""
+def _graph_task(attrs: Any) -> tuple[str | None, str | None]:
+    """The LangGraph node a span runs in and that node task's checkpoint namespace, from the
+    ``metadata`` JSON LangChain tracers record (``langgraph_node``, ``langgraph_checkpoint_ns``)."""
     metadata = attrs.get("metadata")
     if isinstance(metadata, str) and "langgraph_node" not in metadata:
-        return None
+        return None, None
     metadata = parse_json_value(metadata, "metadata", [])
-    if isinstance(metadata, dict) and present(metadata.get("langgraph_node")):
-        return str(metadata["langgraph_node"])
-    return None
+    if not isinstance(metadata, dict):
+        return None, None
+    node, namespace = metadata.get("langgraph_node"), metadata.get("langgraph_checkpoint_ns")
+    return (str(node) if present(node) else None), (str(namespace) if present(namespace) else None)
+
+
+def graph_namespace(record: SpanRecord) -> str | None:
+    """The checkpoint namespace of the LangGraph node task a span runs in, for any span (a CHAIN too)."""
+    return _graph_task(record.attributes)[1]
+
+
+DEFAULT_GRAPH_NAME = "LangGraph"
+"""The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
+
+
+def subgraph_agent(record: SpanRecord) -> Operation:
+    """A LangGraph graph run as a node of another graph (a CHAIN span), read as the agent it is.
+
+    Its name is the compiled graph's (``create_react_agent(name=...)``), else the node it runs as.
+    """
+    op = Operation(record=record, kind=AGENT)
+    extract(record, op)
+    if op.agent_name is None:
+        op.agent_name = record.name if record.name and record.name != DEFAULT_GRAPH_NAME else op.graph_node
+    return op
 
 
 def _extract_tool(attrs: Any, op: Operation) -> None:

@@ -9,6 +9,12 @@ Instrumentation (OpenInference / OpenLLMetry LangChain) is the caller's business
 - turn 1: ``search(query="x")`` and ``fetch_page(url="https://example.test/x")`` in parallel;
 - turns 2 and 3: ``search(query="x")`` again, same arguments (a loop: 3 identical calls in all);
 - turn 4: the answer.
+
+``run_team`` (multi-agent): a parent ``StateGraph`` named ``team`` whose ``supervisor`` node (a plain
+function calling its own scripted model through a prompt chain, routing on the reply's text with ``Command(goto=...)``) sends
+the work to two ``create_react_agent`` graphs used as nodes: ``research_expert`` (node ``research``)
+calls ``search(query="x")`` then answers, ``writer`` calls ``write_file(text=...)`` then answers;
+then the supervisor finishes.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import create_react_agent
+from langgraph.types import Command
 
 QUESTION = "Find x."
 ANSWER = "I could not find anything about x."
@@ -75,4 +84,54 @@ def run_researcher(callbacks: Sequence[Any] = ()) -> str:
     return str(result["messages"][-1].content)
 
 
-SCENARIOS: dict[str, Callable[..., str]] = {"researcher": run_researcher}
+TEAM_QUESTION = "Find x and write it down."
+TEAM_FINDING = "x is 42."
+TEAM_ANSWER = "Wrote it down."
+SUPERVISOR_MODEL = "scripted-supervisor"
+SUPERVISOR_SCRIPT = [AIMessage(content="research"), AIMessage(content="writer"), AIMessage(content="FINISH")]
+"""The supervisor's replies: the node to run next (``FINISH``: end)."""
+TEAM_RESEARCH_SCRIPT = [
+    AIMessage(content="", tool_calls=[{"name": "search", "args": {"query": "x"}, "id": "call_team_search", "type": "tool_call"}]),
+    AIMessage(content=TEAM_FINDING),
+]
+TEAM_WRITER_SCRIPT = [
+    AIMessage(content="", tool_calls=[
+        {"name": "write_file", "args": {"text": TEAM_FINDING}, "id": "call_team_write", "type": "tool_call"},
+    ]),
+    AIMessage(content=TEAM_ANSWER),
+]
+
+
+@tool
+def write_file(text: str) -> str:
+    """Write text to a file."""
+    return "written"
+
+
+def _scripted(script: list[AIMessage], model_name: str = MODEL_NAME) -> ScriptedToolModel:
+    return ScriptedToolModel(model_name=model_name, messages=iter([m.model_copy() for m in script]))
+
+
+def run_team(callbacks: Sequence[Any] = ()) -> str:
+    supervisor_model = _scripted(SUPERVISOR_SCRIPT, SUPERVISOR_MODEL)
+
+    router = ChatPromptTemplate.from_messages([("system", "Route the work."), MessagesPlaceholder("messages")])
+    route_chain = router | supervisor_model  # a chain inside a plain node: no sub-agent
+
+    def supervisor(state: MessagesState) -> Command:
+        route = str(route_chain.invoke({"messages": state["messages"]}).content)
+        return Command(goto=END if route == "FINISH" else route)
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("supervisor", supervisor, destinations=("research", "writer", END))
+    graph.add_node("research", create_react_agent(_scripted(TEAM_RESEARCH_SCRIPT), [search], name="research_expert"))
+    graph.add_node("writer", create_react_agent(_scripted(TEAM_WRITER_SCRIPT), [write_file], name="writer"))
+    graph.add_edge(START, "supervisor")
+    graph.add_edge("research", "supervisor")
+    graph.add_edge("writer", "supervisor")
+    app = graph.compile(name="team")
+    result = app.invoke({"messages": [("user", TEAM_QUESTION)]}, config={"callbacks": list(callbacks)})
+    return str(result["messages"][-1].content)
+
+
+SCENARIOS: dict[str, Callable[..., str]] = {"researcher": run_researcher, "team": run_team}
