@@ -315,3 +315,14 @@ def test_openinference_tool_error_from_span_status() -> None:
     (trace,) = assemble(spans)
     (call_t,) = trace.steps[0].tool_calls
     assert (call_t.error, call_t.result) == ("Error running tool", "An error occurred.")
+
+
+def test_architecture_doc_states_the_assembly_rules_as_built() -> None:
+    """docs/architecture.md repeats the numbered rules of assemble.py's docstring: keep them one text."""
+    import importlib
+    from pathlib import Path
+
+    doc = importlib.import_module("otel_agent_eval.assemble").__doc__ or ""
+    rules = doc[doc.index("1. Read every span"):].strip()
+    architecture = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    assert rules in architecture, "docs/architecture.md 'Assembly' is stale: paste the rules from assemble.py's docstring"
