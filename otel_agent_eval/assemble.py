@@ -500,6 +500,7 @@ class _TraceAssembly:
                 (op.tool_definitions for op in ([agent] if agent else []) + scope.llms if op.tool_definitions), None
             ),
             issues=issues,
+            partial=scope.key not in self.records,
         ))
 
     def _backfill_results(self, scope: _Scope, drafts: list[_StepDraft]) -> None:

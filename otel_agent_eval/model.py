@@ -103,6 +103,9 @@ class AgentTrace(_Model):
     """The tools offered to the model (``gen_ai.tool.definitions``), when recorded."""
     prior_turns: list[ConversationTurn] = Field(default_factory=list)
     """Earlier runs of the same conversation (``gen_ai.conversation.id``), oldest first."""
+    partial: bool = False
+    """True when ``agent_span_id`` names a span that is not in the trace (dropped, sent to
+    another replica by a ring change, still open at max age): the run is what was under it."""
     issues: list[str] = Field(default_factory=list)
 
     @property
@@ -135,12 +138,14 @@ class EvalResult(_Model):
 
 
 def result_id(
-    trace_id: str, span_id: str | None, evaluator: str, version: str, judge: str = ""
+    trace_id: str, span_id: str | None, evaluator: str, version: str, judge: str = "", partial: bool = False
 ) -> str:
     """A stable id so that a replay or a re-delivery never double counts.
 
     Derived from the evaluated trace and span, the evaluator name and version and,
-    for judge evaluators, the judge model and prompt version (``judge``).
+    for judge evaluators, the judge model and prompt version (``judge``). A partial
+    run (its agent span missing: the other half of a trace split by a ring change)
+    gets an id of its own, so the two halves of one run never share one.
     """
-    key = "\x1f".join((trace_id, span_id or "", evaluator, version, judge))
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+    parts = (trace_id, span_id or "", evaluator, version, judge) + (("partial",) if partial else ())
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]

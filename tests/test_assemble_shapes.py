@@ -326,3 +326,18 @@ def test_architecture_doc_states_the_assembly_rules_as_built() -> None:
     rules = doc[doc.index("1. Read every span"):].strip()
     architecture = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
     assert rules in architecture, "docs/architecture.md 'Assembly' is stale: paste the rules from assemble.py's docstring"
+
+
+def test_a_run_whose_agent_span_is_missing_is_partial_and_gets_result_ids_of_its_own() -> None:
+    """The half of a run cut off from its agent span (a ring change sent the agent span to
+    another replica) is keyed by that span's id like the other half, but flagged partial, so
+    the two halves' result ids differ."""
+    from otel_agent_eval.evaluators import StepBudget
+
+    whole = [agent(1), chat(2, 10, 20, calls=[("c1", "add", {"a": 1})]), tool(3, "add", 30, 40, call_id="c1", result="2")]
+    (full,) = assemble(whole)
+    (orphan,) = assemble(whole[1:])  # the agent span went elsewhere
+    assert (full.partial, orphan.partial) == (False, True)
+    assert full.agent_span_id == orphan.agent_span_id
+    evaluator = StepBudget(max_steps=5)
+    assert evaluator.evaluate(full)[0].result_id != evaluator.evaluate(orphan)[0].result_id

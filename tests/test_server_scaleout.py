@@ -173,7 +173,7 @@ def test_ring_change_splits_in_flight_traces_and_none_is_evaluated_twice_whole(t
     their replica. A run that moved is split as collector/README.md describes: the new
     replica evaluates the part with the root (completed by root + settle), the old replica
     completes its part by idle timeout and evaluates it as a partial run of the same agent
-    span; no replica ever sees, or evaluates, a moved run whole."""
+    span, with result ids of its own; no replica ever sees, or evaluates, a moved run whole."""
     receiver = Receiver()
     replicas: list[ServerProcess] = []
     try:
@@ -247,6 +247,9 @@ def test_ring_change_splits_in_flight_traces_and_none_is_evaluated_twice_whole(t
                 old = name_of[before.endpoint_for(t)]
                 # each replica evaluates its half as a one-step run of the same agent span, never the whole run
                 assert sorted(seen[t]) == sorted([(owner, 1, agent_span[t]), (old, 1, agent_span[t])]), seen[t]
+        # the two halves of a moved run report different result ids (the agent-less half is partial)
+        result_ids = [r["attributes"]["agent_eval.result_id"] for r in receiver.results()]
+        assert len(result_ids) == len(set(result_ids)) == 4 * expected_evaluations  # 4 evaluators
         # the old replicas completed the moved halves by idle timeout, the new one by root ended
         idle = sum(r.metrics().sum("agent_eval_traces_completed_total", reason="idle_timeout") for r in replicas[:2])
         assert idle == len(moved)

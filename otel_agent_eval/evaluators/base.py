@@ -64,7 +64,9 @@ class Evaluator(ABC):
             trace_id=trace.trace_id,
             span_id=trace.agent_span_id,
             agent_name=trace.agent_name,
-            result_id=result_id(trace.trace_id, trace.agent_span_id, self.name, self.version, self.result_key()),
+            result_id=result_id(
+                trace.trace_id, trace.agent_span_id, self.name, self.version, self.result_key(), trace.partial
+            ),
         )
 
     def result_key(self) -> str:
