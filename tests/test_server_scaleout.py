@@ -247,7 +247,11 @@ def test_ring_change_splits_in_flight_traces_and_none_is_evaluated_twice_whole(t
                 old = name_of[before.endpoint_for(t)]
                 # each replica evaluates its half as a one-step run of the same agent span, never the whole run
                 assert sorted(seen[t]) == sorted([(owner, 1, agent_span[t]), (old, 1, agent_span[t])]), seen[t]
-        # the two halves of a moved run report different result ids (the agent-less half is partial)
+        # the agent-less half of a moved run says it is partial, on the old replica
+        partial = {(int(span["trace_id"], 16), span["service"]) for span in receiver.evaluation_spans()
+                   if span["attributes"].get("agent_eval.partial")}
+        assert partial == {(t, name_of[before.endpoint_for(t)]) for t in moved}
+        # the two halves of a moved run report different result ids
         result_ids = [r["attributes"]["agent_eval.result_id"] for r in receiver.results()]
         assert len(result_ids) == len(set(result_ids)) == 4 * expected_evaluations  # 4 evaluators
         # the old replicas completed the moved halves by idle timeout, the new one by root ended
