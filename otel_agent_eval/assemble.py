@@ -19,6 +19,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    ``langgraph_checkpoint_ns`` has one more ``|`` level than its own) is an agent, whatever
    its span kind; with no agent above it, it is a child of the run of the graph around it
    (that local root's scope; a container when it has no model or tool call of its own).
+   A sub-agent whose tool hands off (returns ``Command(graph=PARENT, goto=node)``: the
+   handoff-tool supervisor) is one agent across its runs as that node of that graph run,
+   in order; the agent the tool names, run next in that graph run, is its child.
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
@@ -103,6 +106,8 @@ class _Scope:
     steps: list[Operation] = field(default_factory=list)
     children: list[_Scope] = field(default_factory=list)
     parent: _Scope | None = None
+    reruns: list[Operation] = field(default_factory=list)
+    """Later runs of the same LangGraph sub-agent merged into this one (``_follow_handoff_tools``)."""
 
 
 class _TraceAssembly:
@@ -122,6 +127,8 @@ class _TraceAssembly:
         """Set by the single-agent shortcut: no operation has an operation ancestor but the agent."""
         self._subgraphs: set[int] = set()
         """Span ids of LangGraph graphs run as a node of another graph: agents (rule 2)."""
+        self._handed_off: dict[int, int] = {}
+        """Scope key of an agent a handoff tool started -> that tool's span id."""
 
     # -- tree helpers -----------------------------------------------------
     def ancestors(self, span_id: int) -> list[int]:
@@ -222,6 +229,7 @@ class _TraceAssembly:
                         _merge(outer, op)
                     continue
                 scope.tools.append(op)
+        self._follow_handoff_tools(scopes)
         self._drop_containers(scopes)
 
         built: dict[int, AgentTrace] = {}
@@ -399,6 +407,64 @@ class _TraceAssembly:
             scope.parent = source
             source.children.append(scope)
 
+    def _follow_handoff_tools(self, scopes: dict[int, _Scope]) -> None:
+        """LangGraph sub-agents that hand off with a tool (``Command(graph=PARENT, goto=node)``).
+
+        The handoff-tool supervisor (``langgraph-supervisor``) is a sub-agent that runs again
+        each time a worker hands back: its runs under one graph run are one agent, in order.
+        The agent a handoff tool names, started next under the same graph run after the tool,
+        is a child of the agent that handed off (linked to that tool's step).
+        """
+        subgraphs = sorted(
+            (s for s in scopes.values() if s.key in self._subgraphs and s.agent is not None),
+            key=lambda s: s.root.start_time_unix_nano,
+        )
+        groups: dict[tuple[int, str | None, str | None], list[_Scope]] = defaultdict(list)
+        for scope in subgraphs:
+            groups[id(scope.parent), scope.agent.graph_node, scope.agent.agent_name].append(scope)
+        for runs in groups.values():
+            if len(runs) > 1 and any(tool.handoff_to for run in runs for tool in run.tools):
+                self._absorb(runs[0], runs[1:], scopes)
+        subgraphs = [s for s in subgraphs if s.key in scopes]
+        for scope in subgraphs:
+            for tool in scope.tools:
+                if not tool.handoff_to:
+                    continue
+                start = tool.record.start_time_unix_nano - CLOCK_SKEW_NS
+                target = next((
+                    other for other in subgraphs
+                    if other.parent is scope.parent and other.key not in self._handed_off
+                    and tool.handoff_to in (other.agent.graph_node, other.agent.agent_name)
+                    and other.root.start_time_unix_nano >= start and not _within(scope, other)
+                ), None)
+                if target is None:
+                    continue
+                if target.parent is not None:
+                    target.parent.children.remove(target)
+                target.parent = scope
+                scope.children.append(target)
+                self._handed_off[target.key] = tool.span_id
+
+    @staticmethod
+    def _absorb(scope: _Scope, reruns: list[_Scope], scopes: dict[int, _Scope]) -> None:
+        """Merge later runs of the same agent into ``scope``: their calls, steps and nested agents."""
+        for rerun in reruns:
+            scope.llms += rerun.llms
+            scope.tools += rerun.tools
+            scope.steps += rerun.steps
+            if rerun.agent is not None:
+                scope.reruns.append(rerun.agent)
+            for child in rerun.children:
+                child.parent = scope
+                scope.children.append(child)
+            del scopes[rerun.key]
+        scope.llms.sort(key=_start_order)
+        scope.tools.sort(key=_start_order)
+        scope.steps.sort(key=_start_order)
+        if scope.parent is not None:
+            gone = {id(rerun) for rerun in reruns}
+            scope.parent.children = [c for c in scope.parent.children if id(c) not in gone]
+
     def _drop_containers(self, scopes: dict[int, _Scope]) -> None:
         """Remove agent scopes that only wrap other agents; their agents take their place."""
         for key, scope in list(scopes.items()):
@@ -431,7 +497,8 @@ class _TraceAssembly:
 
     def _delegating_step(self, child: _Scope, parent: _Scope) -> int | None:
         """The parent step that handed work to a nested agent: via its tool, else by time."""
-        tool = self.nearest(child.key, TOOL, stop=parent.key)
+        handoff = self._handed_off.get(child.key)
+        tool = self.ops[handoff] if handoff is not None else self.nearest(child.key, TOOL, stop=parent.key)
         steps = self._drafts[parent.key]
         if tool is not None:
             for index, step in enumerate(steps):
@@ -462,16 +529,17 @@ class _TraceAssembly:
         # No agent span: the root workflow span (a LangGraph graph, a chain) states the run's I/O.
         workflow = self.ops.get(root.span_id) if agent is None and scope.key == root.span_id else None
         io = agent or (workflow if workflow is not None and workflow.kind == WORKFLOW else None)
+        last = scope.reruns[-1] if scope.reruns else io  # a merged agent's answer is its last run's
         first_llm = drafts[0].llm if drafts and drafts[0].llm else None
         # Read before the steps are made: these may parse a model call's input, whose issues the step reports.
         task = _task_input(io, first_llm)
         content_captured = any(op.has_content for op in scope.llms + scope.tools) or bool(agent and agent.has_content)
         steps = [draft.to_step(i) for i, draft in enumerate(drafts)]  # as dicts: validated below, with the trace
 
-        members = [op.record for op in scope.llms + scope.tools + scope.steps]
+        members = [op.record for op in scope.llms + scope.tools + scope.steps + scope.reruns]
         start = min([root.start_time_unix_nano] + [r.start_time_unix_nano for r in members])
         end = max([root.end_time_unix_nano] + [r.end_time_unix_nano for r in members])
-        error = agent.error if agent else span_error(root)
+        error = next((run.error for run in [agent, *scope.reruns] if run.error), None) if agent else span_error(root)
         issues = list(agent.issues) if agent else []
         usage = {"input_tokens": 0, "output_tokens": 0}
         for step in steps:
@@ -488,7 +556,7 @@ class _TraceAssembly:
             agent_name=_agent_name(agent, root, scope),
             conversation_id=conversation,
             input=task,
-            final_output=_final_output(io, steps),
+            final_output=_final_output(last, steps),
             steps=steps,
             status="error" if error else "ok",
             error=error,
@@ -546,12 +614,12 @@ class _TraceAssembly:
         loose: list[Operation] = []
         if self._flat:  # no step span above any model or tool call; the model calls are in start order
             return [_StepDraft.from_llm(llm) for llm in scope.llms]
-        for llm in scope.llms:
+        for llm in scope.llms:  # a step span not of this scope: above a merged run (``_absorb``)
             step = self.nearest(llm.span_id, STEP, stop=scope.key)
-            (by_step[step.span_id] if step is not None else loose).append(llm)
+            (by_step[step.span_id] if step is not None and step.span_id in by_step else loose).append(llm)
         for tool in scope.tools:  # a step span counts when a model or tool call ran in it
             step = self.nearest(tool.span_id, STEP, stop=scope.key)
-            if step is not None and not by_step[step.span_id]:
+            if step is not None and step.span_id in by_step and not by_step[step.span_id]:
                 by_step[step.span_id].append(tool)
         drafts = [_StepDraft.from_llm(llm) for llm in loose]
         drafts += [

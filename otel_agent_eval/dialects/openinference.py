@@ -8,6 +8,7 @@ and their arguments / result in the generic ``input.value`` / ``output.value``
 (which Koog also uses on its tool spans, without the span kind).
 LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
 ``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
+A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``"graph": "__parent__"``, ``goto``).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
@@ -191,6 +192,9 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
             if present(result.get("id")):  # ADK + OpenInference: {id, name, response}
                 fill(op, tool_call_ids=[str(result["id"])])
             result = result["response"]
+        handoff = _parent_command(result)
+        if handoff is not None:
+            op.handoff_to, result = handoff
         message = tool_message(result)
         if message is not None:  # LangChain: the ToolMessage the tool node returned
             result, call_id, failed = message
@@ -199,6 +203,30 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
             if failed:
                 fill(op, error=text_of(result) or "error")
         op.tool_result = result
+
+
+PARENT_GRAPH = "__parent__"
+"""``Command.PARENT``, as a serialized ``Command`` names the graph it is sent to."""
+
+
+def _parent_command(value: Any) -> tuple[str, Any] | None:
+    """A LangGraph handoff tool's result, ``Command(graph=Command.PARENT, goto=node, update=...)``,
+    as ``(target node, the ToolMessage it adds)``, else None.
+
+    The tool's work is the move to another node of the parent graph (``langgraph-supervisor``'s
+    ``transfer_to_<agent>``); the ToolMessage in ``update.messages`` (last) answers the model's call.
+    """
+    if not isinstance(value, dict) or value.get("graph") != PARENT_GRAPH:
+        return None
+    goto = value.get("goto")
+    if isinstance(goto, list):  # several targets (or ``Send``s): the first node named
+        goto = next((g if isinstance(g, str) else g.get("node") for g in goto if isinstance(g, (str, dict))), None)
+    if not isinstance(goto, str) or not goto:
+        return None
+    update = value.get("update")
+    messages = update.get("messages") if isinstance(update, dict) else None
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return goto, (last if tool_message(last) is not None else None)
 
 
 def _is_schema(value: Any) -> bool:

@@ -15,19 +15,27 @@ function calling its own scripted model through a prompt chain, routing on the r
 the work to two ``create_react_agent`` graphs used as nodes: ``research_expert`` (node ``research``)
 calls ``search(query="x")`` then answers, ``writer`` calls ``write_file(text=...)`` then answers;
 then the supervisor finishes.
+
+``run_handoff_team`` (multi-agent, the ``langgraph-supervisor`` layout built by hand): the supervisor is
+itself a ``create_react_agent`` graph (node ``supervisor``) whose ``transfer_to_<agent>`` tools return
+``Command(graph=Command.PARENT, goto=<agent>)``; each worker node calls its ``create_react_agent`` graph
+and hands back (the library's ``transfer_back_to_supervisor`` message pair) along an edge to the supervisor,
+which runs again. The supervisor hands off to ``research_expert`` (``search``), then to ``writer``
+(``write_file``), then answers: three runs of the supervisor node. ``handoffs`` changes whom it hands
+off to, in order (a worker run twice replays its script twice).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt import InjectedState, create_react_agent
 from langgraph.types import Command
 
 QUESTION = "Find x."
@@ -134,4 +142,72 @@ def run_team(callbacks: Sequence[Any] = ()) -> str:
     return str(result["messages"][-1].content)
 
 
-SCENARIOS: dict[str, Callable[..., str]] = {"researcher": run_researcher, "team": run_team}
+def handoff_call_id(index: int, agent: str) -> str:
+    """The id of the supervisor's ``index``-th handoff call (to ``agent``)."""
+    return f"call_to_{agent}_{index}"
+
+
+def handoff_supervisor_script(handoffs: Sequence[str]) -> list[AIMessage]:
+    """The supervisor's replies: one handoff per turn, then the answer."""
+    calls = [[{"name": f"transfer_to_{agent}", "args": {}, "id": handoff_call_id(i, agent), "type": "tool_call"}]
+             for i, agent in enumerate(handoffs)]
+    return [*(AIMessage(content="", tool_calls=c) for c in calls), AIMessage(content=TEAM_ANSWER)]
+
+
+def transferred(agent: str) -> str:
+    """The ToolMessage content of a handoff to ``agent`` (``langgraph-supervisor``'s wording)."""
+    return f"Successfully transferred to {agent}"
+
+
+def handoff_tool(agent: str) -> BaseTool:
+    """``langgraph-supervisor``'s ``create_handoff_tool``: move to ``agent``'s node of the parent graph."""
+
+    @tool(f"transfer_to_{agent}")
+    def transfer(state: Annotated[dict, InjectedState], tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Ask another agent for help."""
+        message = ToolMessage(content=transferred(agent), name=f"transfer_to_{agent}", tool_call_id=tool_call_id)
+        return Command(goto=agent, graph=Command.PARENT, update={"messages": [*state["messages"], message]})
+
+    return transfer
+
+
+def _worker(agent: Any) -> Callable[[MessagesState], dict[str, Any]]:
+    """A worker node as ``langgraph-supervisor`` makes it: run the agent, then hand back to the supervisor."""
+
+    def call_agent(state: MessagesState) -> dict[str, Any]:
+        messages = agent.invoke(state)["messages"]
+        back_id = f"call_back_from_{agent.name}"
+        back = [
+            AIMessage(content="Transferring back to supervisor", name=agent.name, tool_calls=[
+                {"name": "transfer_back_to_supervisor", "args": {}, "id": back_id, "type": "tool_call"}]),
+            ToolMessage(content=transferred("supervisor"), name="transfer_back_to_supervisor", tool_call_id=back_id),
+        ]
+        return {"messages": [*messages, *back]}
+
+    return call_agent
+
+
+def run_handoff_team(callbacks: Sequence[Any] = (), handoffs: Sequence[str] = ("research_expert", "writer")) -> str:
+    supervisor = create_react_agent(
+        _scripted(handoff_supervisor_script(handoffs), SUPERVISOR_MODEL),
+        [handoff_tool("research_expert"), handoff_tool("writer")],
+        name="supervisor",
+    )
+    research = create_react_agent(
+        _scripted(TEAM_RESEARCH_SCRIPT * handoffs.count("research_expert")), [search], name="research_expert",
+    )
+    writer = create_react_agent(_scripted(TEAM_WRITER_SCRIPT * handoffs.count("writer")), [write_file], name="writer")
+    graph = StateGraph(MessagesState)
+    graph.add_node(supervisor, destinations=("research_expert", "writer", END))
+    for worker in (research, writer):
+        graph.add_node(worker.name, _worker(worker))
+        graph.add_edge(worker.name, "supervisor")
+    graph.add_edge(START, "supervisor")
+    app = graph.compile(name="team")
+    result = app.invoke({"messages": [("user", TEAM_QUESTION)]}, config={"callbacks": list(callbacks)})
+    return str(result["messages"][-1].content)
+
+
+SCENARIOS: dict[str, Callable[..., str]] = {
+    "researcher": run_researcher, "team": run_team, "handoff_team": run_handoff_team,
+}
