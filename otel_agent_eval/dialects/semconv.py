@@ -243,10 +243,16 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
             arguments = part.get("arguments")
             if isinstance(arguments, str):  # else already plain: messages come from parse_json_value
                 arguments = parse_json_value(arguments, f"{attribute} tool_call arguments", issues)
-            ids = call_ids(part.get("id"))
-            message.tool_calls.append(RequestedCall(str(name), arguments, ids[-1] if ids else None))
+            message.tool_calls.append(RequestedCall(str(name), arguments, _last_call_id(part.get("id"))))
         elif kind == "tool_call_response":
-            ids = call_ids(part.get("id"))
             result = part["response"] if "response" in part else part.get("result")
-            message.tool_results.append((ids[-1] if ids else None, result))
+            message.tool_results.append((_last_call_id(part.get("id")), result))
     return message
+
+
+def _last_call_id(value: Any) -> str | None:
+    """The last of ``call_ids(value)``, or None; a string id (the usual case) without making the list."""
+    if isinstance(value, str):
+        return value.strip() or None
+    ids = call_ids(value)
+    return ids[-1] if ids else None
