@@ -15,26 +15,19 @@ sibling of ``agent`` under the graph) -> ``{tool}`` (TOOL). TOOL spans: ``tool.n
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
-from prometheus_client import CollectorRegistry
 
 pytest.importorskip("langgraph")
 pytest.importorskip("openinference.instrumentation.langchain")
 
-from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
 
-from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
-    OWN_SCOPE,
-    RecordingSink,
     assemble_with_logs,
     assert_traces,
     call,
@@ -46,43 +39,12 @@ from tests.frameworks.harness import (  # noqa: E402
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
 
 
-@dataclass
-class Run:
-    telemetry: Telemetry
-    output: str
-    recorder: RecordingSink
-    registry: CollectorRegistry
-    flushed: bool
-
-    @property
-    def spans(self) -> list[ReadableSpan]:
-        return self.telemetry.spans(exclude_scope=OWN_SCOPE)
-
-
 @pytest.fixture(scope="module")
-def run() -> Iterator[Run]:
-    telemetry = make_telemetry()
-    tp, lp = telemetry.tracer_provider, telemetry.logger_provider
-    registry = CollectorRegistry()
-    processor = install(tp, lp, registry=registry, settle_delay_seconds=0.05, expectations=EXPECTATIONS)
-    recorder = RecordingSink()
-    processor.pipeline.sinks.append(recorder)
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=tp)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
-            output = sc.run_researcher()
-    finally:
-        instrumentor.uninstrument()
-    flushed = processor.force_flush(10_000)
-    try:
-        yield Run(telemetry, output, recorder, registry, flushed)
-    finally:
-        telemetry.shutdown()
+def run() -> Iterator[LangGraphRun]:
+    yield from instrumented_run(sc.run_researcher, EXPECTATIONS)
 
 
-def expected_trace(run: Run) -> AgentTrace:
+def expected_trace(run: LangGraphRun) -> AgentTrace:
     spans = run.spans
     graph = only(spans, lambda s: s.name == "researcher")
     llms = [s for s in spans if s.attributes.get("openinference.span.kind") == "LLM"]
@@ -106,12 +68,12 @@ def expected_trace(run: Run) -> AgentTrace:
     ])
 
 
-def test_the_scripted_run_answered(run: Run) -> None:
+def test_the_scripted_run_answered(run: LangGraphRun) -> None:
     assert run.output == sc.ANSWER
     assert run.flushed is True
 
 
-def test_openinference_tree_shape(run: Run) -> None:
+def test_openinference_tree_shape(run: LangGraphRun) -> None:
     """The shape the assembly must handle: tools under ``tools`` node chains, LLMs under ``agent`` nodes."""
     spans = run.spans
     by_id = {s.context.span_id: s for s in spans}
@@ -127,15 +89,15 @@ def test_openinference_tree_shape(run: Run) -> None:
     assert first.attributes["input.value"] == "x"
 
 
-def test_assembled_steps(run: Run) -> None:
+def test_assembled_steps(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), [expected_trace(run)])
 
 
-def test_processor_evaluated_the_same_steps(run: Run) -> None:
+def test_processor_evaluated_the_same_steps(run: LangGraphRun) -> None:
     assert_traces([e.trace for e in run.recorder.evaluated], [expected_trace(run)])
 
 
-def test_processor_results(run: Run, metric_samples: Any) -> None:
+def test_processor_results(run: LangGraphRun, metric_samples: Any) -> None:
     labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
     assert labels == {
         ("researcher", "tool_call_accuracy"): "pass",
@@ -147,7 +109,7 @@ def test_processor_results(run: Run, metric_samples: Any) -> None:
     assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == {("researcher",): 1.0}
 
 
-def test_processor_metrics(run: Run, metric_samples: Any) -> None:
+def test_processor_metrics(run: LangGraphRun, metric_samples: Any) -> None:
     m = metric_samples(run.registry)
     assert m.value("agent_eval_processor_errors_total") == 0.0
     assert sum(m.by_labels("agent_eval_traces_completed_total", "reason").values()) == 1.0

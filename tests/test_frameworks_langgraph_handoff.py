@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -29,12 +27,12 @@ pytest.importorskip("openinference.instrumentation.langchain")
 
 from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
 
-from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
+from tests.conftest import make_telemetry  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
-    RecordingSink,
     assemble_with_logs,
     assert_traces,
     call,
@@ -50,38 +48,9 @@ EXPECTATIONS = [
 ]
 
 
-@dataclass
-class Run:
-    telemetry: Telemetry
-    output: str
-    recorder: RecordingSink
-    flushed: bool
-
-    @property
-    def spans(self) -> list[ReadableSpan]:
-        return self.telemetry.spans(exclude_scope=OWN_SCOPE)
-
-
 @pytest.fixture(scope="module")
-def run() -> Iterator[Run]:
-    telemetry = make_telemetry()
-    processor = install(telemetry.tracer_provider, telemetry.logger_provider, settle_delay_seconds=0.05,
-                        expectations=EXPECTATIONS)
-    recorder = RecordingSink()
-    processor.pipeline.sinks.append(recorder)
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
-            output = sc.run_handoff_team()
-    finally:
-        instrumentor.uninstrument()
-    flushed = processor.force_flush(10_000)
-    try:
-        yield Run(telemetry, output, recorder, flushed)
-    finally:
-        telemetry.shutdown()
+def run() -> Iterator[LangGraphRun]:
+    yield from instrumented_run(sc.run_handoff_team, EXPECTATIONS)
 
 
 def graphs(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
@@ -97,7 +66,7 @@ def llms_of(spans: list[ReadableSpan], model: str) -> list[ReadableSpan]:
                    and s.attributes.get("llm.model_name") == model), key=lambda s: s.start_time)
 
 
-def expected_traces(run: Run) -> list[AgentTrace]:
+def expected_traces(run: LangGraphRun) -> list[AgentTrace]:
     spans = run.spans
     supervisor_runs = graphs(spans, "supervisor")
     [research] = graphs(spans, "research_expert")
@@ -136,12 +105,12 @@ def expected_traces(run: Run) -> list[AgentTrace]:
     ], children=[research_trace, writer_trace])]
 
 
-def test_the_scripted_run_answered(run: Run) -> None:
+def test_the_scripted_run_answered(run: LangGraphRun) -> None:
     assert run.output == sc.TEAM_ANSWER
     assert run.flushed is True
 
 
-def test_openinference_tree_shape(run: Run) -> None:
+def test_openinference_tree_shape(run: LangGraphRun) -> None:
     """What the handoff looks like: a tool whose output is a ``Command`` to the parent graph; then the target's run."""
     spans = run.spans
     team = only(spans, lambda s: s.parent is None)
@@ -157,11 +126,11 @@ def test_openinference_tree_shape(run: Run) -> None:
         assert command["update"]["messages"][-1]["data"]["content"] == sc.transferred(target)
 
 
-def test_assembled_tree(run: Run) -> None:
+def test_assembled_tree(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), expected_traces(run))
 
 
-def test_processor_evaluated_each_agent_on_its_own(run: Run) -> None:
+def test_processor_evaluated_each_agent_on_its_own(run: LangGraphRun) -> None:
     def flat(traces: list[AgentTrace]) -> list[AgentTrace]:
         return [t for tr in traces for t in [tr.model_copy(update={"children": []}), *flat(tr.children)]]
 

@@ -15,26 +15,20 @@ namespace in their ``metadata`` (``langgraph_checkpoint_ns`` = ``research:<id>|a
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from prometheus_client import CollectorRegistry
 
 pytest.importorskip("langgraph")
 pytest.importorskip("openinference.instrumentation.langchain")
 
-from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
 
-from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
-    OWN_SCOPE,
-    RecordingSink,
     assemble_with_logs,
     assert_traces,
     call,
@@ -49,40 +43,9 @@ EXPECTATIONS = [
 ]
 
 
-@dataclass
-class Run:
-    telemetry: Telemetry
-    output: str
-    recorder: RecordingSink
-    registry: CollectorRegistry
-    flushed: bool
-
-    @property
-    def spans(self) -> list[ReadableSpan]:
-        return self.telemetry.spans(exclude_scope=OWN_SCOPE)
-
-
 @pytest.fixture(scope="module")
-def run() -> Iterator[Run]:
-    telemetry = make_telemetry()
-    tp, lp = telemetry.tracer_provider, telemetry.logger_provider
-    registry = CollectorRegistry()
-    processor = install(tp, lp, registry=registry, settle_delay_seconds=0.05, expectations=EXPECTATIONS)
-    recorder = RecordingSink()
-    processor.pipeline.sinks.append(recorder)
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=tp)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
-            output = sc.run_team()
-    finally:
-        instrumentor.uninstrument()
-    flushed = processor.force_flush(10_000)
-    try:
-        yield Run(telemetry, output, recorder, registry, flushed)
-    finally:
-        telemetry.shutdown()
+def run() -> Iterator[LangGraphRun]:
+    yield from instrumented_run(sc.run_team, EXPECTATIONS)
 
 
 def metadata(span: ReadableSpan) -> dict[str, Any]:
@@ -100,7 +63,7 @@ def llms_under(spans: list[ReadableSpan], model: str) -> list[ReadableSpan]:
             and s.attributes.get("llm.model_name") == model]
 
 
-def expected_traces(run: Run) -> list[AgentTrace]:
+def expected_traces(run: LangGraphRun) -> list[AgentTrace]:
     spans = run.spans
     team = only(spans, lambda s: s.name == "team")
     research = subgraph(spans, "research_expert", "research")
@@ -131,12 +94,12 @@ def expected_traces(run: Run) -> list[AgentTrace]:
     ], children=[research_trace, writer_trace])]
 
 
-def test_the_scripted_run_answered(run: Run) -> None:
+def test_the_scripted_run_answered(run: LangGraphRun) -> None:
     assert run.output == sc.TEAM_ANSWER
     assert run.flushed is True
 
 
-def test_openinference_tree_shape(run: Run) -> None:
+def test_openinference_tree_shape(run: LangGraphRun) -> None:
     """What identifies a sub-agent: the nested namespace of the spans inside it, nothing on its own span."""
     spans = run.spans
     for name, node in (("research_expert", "research"), ("writer", "writer")):
@@ -151,11 +114,11 @@ def test_openinference_tree_shape(run: Run) -> None:
         assert "|" not in metadata(llm)["langgraph_checkpoint_ns"]
 
 
-def test_assembled_tree(run: Run) -> None:
+def test_assembled_tree(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), expected_traces(run))
 
 
-def test_processor_evaluated_each_agent_on_its_own(run: Run) -> None:
+def test_processor_evaluated_each_agent_on_its_own(run: LangGraphRun) -> None:
     def flat(traces: list[AgentTrace]) -> list[AgentTrace]:
         return [t for tr in traces for t in [tr.model_copy(update={"children": []}), *flat(tr.children)]]
 
@@ -165,7 +128,7 @@ def test_processor_evaluated_each_agent_on_its_own(run: Run) -> None:
     assert_traces([t.model_copy(update={"children": []}) for t in got], want)
 
 
-def test_processor_results(run: Run, metric_samples: Any) -> None:
+def test_processor_results(run: LangGraphRun, metric_samples: Any) -> None:
     labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
     evaluators = ("tool_call_accuracy", "tool_failure_recovery", "loop_detection", "step_budget")
     expected = {(agent, evaluator): "pass" for agent in ("team", "research_expert", "writer") for evaluator in evaluators}
