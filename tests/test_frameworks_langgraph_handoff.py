@@ -30,7 +30,7 @@ from openinference.instrumentation.langchain import LangChainInstrumentor  # noq
 from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.conftest import make_telemetry  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run  # noqa: E402
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     assemble_with_logs,
@@ -76,21 +76,8 @@ def expected_traces(run: LangGraphRun) -> list[AgentTrace]:
     assert len(sup_llms) == 3 and len(worker_llms) == 4
     to_research = only(spans, lambda s: s.name == "transfer_to_research_expert")
     to_writer = only(spans, lambda s: s.name == "transfer_to_writer")
-    search = only(spans, lambda s: s.name == "search")
-    write = only(spans, lambda s: s.name == "write_file")
-    model, sup, usage = sc.MODEL_NAME, sc.SUPERVISOR_MODEL, (0, 0)  # the fake model reports no token usage
-    research_trace = trace(research, "research_expert", input=sc.TEAM_QUESTION, final_output=sc.TEAM_FINDING,
-                           parent_step_index=0, steps=[
-        step(0, worker_llms[0], [call(search, "search", {"query": "x"}, "no results", call_id="call_team_search")],
-             model=model, usage=usage),
-        step(1, worker_llms[1], model=model, usage=usage, output=sc.TEAM_FINDING),
-    ])
-    writer_trace = trace(writer, "writer", input=sc.TEAM_QUESTION, final_output=sc.TEAM_ANSWER,
-                         parent_step_index=1, steps=[
-        step(0, worker_llms[2], [call(write, "write_file", {"text": sc.TEAM_FINDING}, "written",
-                                      call_id="call_team_write")], model=model, usage=usage),
-        step(1, worker_llms[3], model=model, usage=usage, output=sc.TEAM_ANSWER),
-    ])
+    research_trace, writer_trace = worker_traces(spans, research, writer, worker_llms)
+    sup, usage = sc.SUPERVISOR_MODEL, (0, 0)  # the fake model reports no token usage
     # The handoff calls carry no arguments: the model asked with ``{}``, which OpenInference leaves out;
     # their result is the ToolMessage the Command adds.
     return [trace(supervisor_runs[0], "supervisor", input=sc.TEAM_QUESTION, final_output=sc.TEAM_ANSWER,

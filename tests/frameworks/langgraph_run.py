@@ -15,9 +15,10 @@ from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import ToolExpectation, install
+from otel_agent_eval import AgentTrace, ToolExpectation, install
 from tests.conftest import Telemetry, make_telemetry
-from tests.frameworks.harness import OWN_SCOPE, RecordingSink
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.harness import OWN_SCOPE, RecordingSink, call, only, step, trace
 
 
 @dataclass
@@ -54,3 +55,26 @@ def instrumented_run(scenario: Callable[[], str], expectations: Sequence[ToolExp
         yield LangGraphRun(telemetry, output, recorder, registry, flushed)
     finally:
         telemetry.shutdown()
+
+
+def worker_traces(
+    spans: Sequence[ReadableSpan], research: ReadableSpan, writer: ReadableSpan, worker_llms: Sequence[ReadableSpan]
+) -> tuple[AgentTrace, AgentTrace]:
+    """The two react sub-agents both team scenarios send work to, as assembly must report them:
+    ``research_expert`` (handed work by the parent's step 0) and ``writer`` (step 1)."""
+    search = only(spans, lambda s: s.name == "search")
+    write = only(spans, lambda s: s.name == "write_file")
+    model, usage = sc.MODEL_NAME, (0, 0)  # the fake model reports no token usage
+    research_trace = trace(research, "research_expert", input=sc.TEAM_QUESTION, final_output=sc.TEAM_FINDING,
+                           parent_step_index=0, steps=[
+        step(0, worker_llms[0], [call(search, "search", {"query": "x"}, "no results", call_id="call_team_search")],
+             model=model, usage=usage),
+        step(1, worker_llms[1], model=model, usage=usage, output=sc.TEAM_FINDING),
+    ])
+    writer_trace = trace(writer, "writer", input=sc.TEAM_QUESTION, final_output=sc.TEAM_ANSWER,
+                         parent_step_index=1, steps=[
+        step(0, worker_llms[2], [call(write, "write_file", {"text": sc.TEAM_FINDING}, "written",
+                                      call_id="call_team_write")], model=model, usage=usage),
+        step(1, worker_llms[3], model=model, usage=usage, output=sc.TEAM_ANSWER),
+    ])
+    return research_trace, writer_trace
