@@ -63,9 +63,7 @@ class Settings(BaseModel):
     @field_validator("evaluators", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(v.strip() for v in value.split(",") if v.strip())
-        return value
+        return comma_list(value)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -87,6 +85,13 @@ class Settings(BaseModel):
                 f"{ENV_PREFIX}IDLE_TIMEOUT_SECONDS ({self.idle_timeout_seconds}) must not exceed "
                 f"{ENV_PREFIX}MAX_TRACE_AGE_SECONDS ({self.max_trace_age_seconds})"
             )
+
+
+def comma_list(value: Any) -> Any:
+    """``"a, b"`` (as environment variables give lists) -> ``("a", "b")``; other values as they are."""
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return value
 
 
 M = TypeVar("M", bound=BaseModel)

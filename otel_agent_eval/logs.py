@@ -35,6 +35,18 @@ DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 OWN_EVENTS = frozenset({"gen_ai.evaluation.result"})
 
 
+def log_record_data(record: Any, event_name: str | None) -> LogRecordData:
+    """The pipeline's copy of an SDK ``LogRecord`` (its attribute dict copied, the body as is)."""
+    return LogRecordData(
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        time_unix_nano=record.timestamp or record.observed_timestamp or 0,
+        event_name=event_name,
+        attributes=dict(record.attributes or {}),
+        body=record.body,
+    )
+
+
 def event_name_of(event_name: str | None, attributes: Mapping[str, Any] | None) -> str | None:
     """The event name, from the record field or (older SDKs) the ``event.name`` attribute."""
     if event_name:
@@ -104,16 +116,7 @@ class AgentEvalLogProcessor(LogRecordProcessor):
             name = event_name_of(record.event_name, record.attributes)
             if not is_genai_content(name) or not record.trace_id or not record.span_id:
                 return
-            self.pipeline.offer_log(
-                LogRecordData(
-                    trace_id=record.trace_id,
-                    span_id=record.span_id,
-                    time_unix_nano=record.timestamp or record.observed_timestamp or 0,
-                    event_name=name,
-                    attributes=dict(record.attributes or {}),
-                    body=record.body,
-                )
-            )
+            self.pipeline.offer_log(log_record_data(record, name))
         except Exception:
             self.pipeline.stats.processor_errors.inc()
             self.pipeline.log_once("on_emit", "otel-agent-eval: error in the log record processor")

@@ -11,7 +11,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agent_eval import AgentStep, AgentTrace, TokenUsage, ToolCall, assemble
-from otel_agent_eval.logs import join_log_records
+from otel_agent_eval.logs import event_name_of, join_log_records, log_record_data
 from otel_agent_eval.pipeline import EvaluatedTrace
 from otel_agent_eval.records import LogRecordData, from_readable_span
 
@@ -40,21 +40,13 @@ def hex_trace(span: ReadableSpan) -> str:
 
 def log_data(readable_logs: Iterable[Any]) -> list[LogRecordData]:
     """SDK ``ReadableLogRecord``s (from an InMemoryLogRecordExporter) as the pipeline's LogRecordData,
-    exactly as ``AgentEvalLogProcessor.on_emit`` builds them. Our own evaluation records are left out."""
+    as ``AgentEvalLogProcessor.on_emit`` builds them. Our own evaluation records are left out."""
     out = []
     for readable in readable_logs:
         record = readable.log_record
-        name = record.event_name or (record.attributes or {}).get("event.name")
-        if name == "gen_ai.evaluation.result":
-            continue
-        out.append(LogRecordData(
-            trace_id=record.trace_id,
-            span_id=record.span_id,
-            time_unix_nano=record.timestamp or record.observed_timestamp or 0,
-            event_name=name,
-            attributes=dict(record.attributes or {}),
-            body=record.body,
-        ))
+        name = event_name_of(record.event_name, record.attributes)
+        if name != "gen_ai.evaluation.result":
+            out.append(log_record_data(record, name))
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ...config import ConfigError, load_model, table_for
+from ...config import ConfigError, comma_list, load_model, table_for
 
 JUDGE_PREFIX = "OTEL_AGENT_EVAL_JUDGE_"
 
@@ -69,9 +69,7 @@ class JudgeSettings(BaseModel):
     @field_validator("evaluators", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(v.strip() for v in value.split(",") if v.strip())
-        return value
+        return comma_list(value)
 
     @field_validator("headers", mode="before")
     @classmethod
