@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -18,21 +17,11 @@ from otel_agent_eval import AgentEvalProcessor
 from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion, TrajectoryEfficiency
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
-from tests.fake_openai_server import FakeOpenAI, answer, slow, status
-from tests.test_judge_server import Judge, weather_trace
+from tests.fake_openai_server import FakeOpenAI, slow, status
+# ``server`` (one fake OpenAI server for the module) and ``_reset`` (autouse: a clean script per
+# test) are fixtures: imported, pytest uses them here as in their home module.
+from tests.test_judge_server import Judge, _reset, server, weather_trace  # noqa: F401
 from tests.test_judge_units import big_trace
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(server: FakeOpenAI) -> None:
-    server.reset()
-    server.set_default(answer())
 
 
 def test_token_budget_cuts_off_judge_evaluators_only(server: FakeOpenAI) -> None:

@@ -50,6 +50,8 @@ from otel_agent_eval import (  # noqa: E402
 )
 from otel_agent_eval.model import result_id  # noqa: E402
 from otel_agent_eval.pipeline import EvaluatedTrace  # noqa: E402
+from tests.frameworks import harness  # noqa: E402
+from tests.frameworks.harness import hex_span, hex_trace  # noqa: E402
 from tests.frameworks.pydantic_ai_scenarios import (  # noqa: E402
     BOOKING_ANSWER,
     LOOP_ANSWER,
@@ -221,14 +223,6 @@ def run(telemetry_factory: Callable[[], Any]) -> Any:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def hex_span(span: ReadableSpan) -> str:
-    return format(span.context.span_id, "016x")
-
-
-def hex_trace(span: ReadableSpan) -> str:
-    return format(span.context.trace_id, "032x")
-
-
 class RunSpans:
     """One run's pydantic-ai spans, found by literal keys."""
 
@@ -243,38 +237,15 @@ class RunSpans:
     ) -> ToolCall:
         span = self.tools[call_id]
         assert span.name == f"execute_tool {name}"
-        return ToolCall(
-            name=name,
-            arguments=arguments,
-            result=result,
-            error=error,
-            call_id=call_id,
-            span_id=hex_span(span),
-            start_time_unix_nano=span.start_time,
-            end_time_unix_nano=span.end_time,
-            requested=True,
-            executed=True,
-        )
+        return harness.call(span, name, arguments, result, call_id=call_id, error=error)
 
     def step(
         self, index: int, model: str, calls: list[ToolCall] = (), *, thought: str | None = None, output: str | None = None
     ) -> AgentStep:
         chat = self.chats[index]
         assert chat.name == f"chat {model}"
-        return AgentStep(
-            index=index,
-            thought=thought,
-            output=output,
-            tool_calls=list(calls),
-            model=model,
-            usage=TokenUsage(
-                input_tokens=chat.attributes["gen_ai.usage.input_tokens"],
-                output_tokens=chat.attributes["gen_ai.usage.output_tokens"],
-            ),
-            span_ids=[hex_span(chat)] + [c.span_id for c in calls],
-            error=None,
-            issues=[],
-        )
+        usage = (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"])
+        return harness.step(index, chat, calls, model=model, usage=usage, thought=thought, output=output)
 
     def trace(self, agent_name: str, input: str, final_output: str, steps: list[AgentStep]) -> AgentTrace:
         span = self.agent
