@@ -277,3 +277,34 @@ def test_truncated_attribute_is_kept_with_an_issue() -> None:
 
 def test_unknown_dialect_gives_no_trace() -> None:
     assert assemble([span(1, "GET /", 0, 1, None, attributes={"http.method": "GET"})]) == []
+
+
+def test_openllmetry_langchain_tool_message_gives_call_id_and_failure() -> None:
+    # opentelemetry-instrumentation-langchain 0.62: the call id exists only in the ToolMessage output
+    def tool_span(span_id: int, message: dict) -> SpanRecord:
+        output = json.dumps({"output": {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"],
+                                        "kwargs": message}, "kwargs": {"name": "search"}})
+        return span(span_id, "execute_tool search", 0, 1, None, attributes={
+            "traceloop.span.kind": "tool", "traceloop.entity.name": "search", "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "search", "traceloop.entity.output": output, "gen_ai.tool.call.result": output})
+
+    ok = read_operation(tool_span(1, {"content": "found", "tool_call_id": "c9", "status": "success"}))
+    assert (ok.tool_call_ids, ok.tool_result, ok.error) == (["c9"], "found", None)
+    failed = read_operation(tool_span(2, {"content": "Error: boom", "tool_call_id": "c10", "status": "error"}))
+    assert (failed.tool_call_ids, failed.error) == (["c10"], "Error: boom")
+
+
+def test_openllmetry_langgraph_state_and_unknown_model() -> None:
+    state_in = {"inputs": {"messages": [["user", "Find x."]]}, "tags": [], "metadata": {}, "kwargs": {"name": "g"}}
+    state_out = {"outputs": {"messages": [
+        {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"], "kwargs": {"content": "Find x."}},
+        {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"], "kwargs": {"content": "42."}}]},
+        "kwargs": {}}
+    graph = read_operation(span(1, "g.workflow", 0, 9, None, attributes={
+        "traceloop.span.kind": "workflow", "traceloop.entity.name": "g", "gen_ai.operation.name": "invoke_agent",
+        "traceloop.entity.input": json.dumps(state_in), "traceloop.entity.output": json.dumps(state_out)}))
+    assert (graph.input_messages[0].text, graph.output_text()) == ("Find x.", "42.")
+    llm = read_operation(span(2, "Fake.chat", 1, 2, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "unknown", "traceloop.workflow.name": "g",
+        "traceloop.association.properties.ls_model_name": "fake-1"}))
+    assert llm.model == "fake-1"

@@ -298,6 +298,33 @@ def text_of(value: Any) -> str | None:
     return canonical_json(value)
 
 
+_LANGCHAIN_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+                    "AIMessage": "assistant", "HumanMessage": "user", "AIMessageChunk": "assistant"}
+
+
+def langchain_text(messages: list[Any], role: str) -> str | None:
+    """The text of the last ``role`` message in a LangChain message list (None if it has none).
+
+    Messages come as ``(role, text)`` pairs, ``{"type", "data": {...}}`` (``messages_to_dict``),
+    ``dumpd`` constructors (``{"lc": 1, "id": [..., "AIMessage"], "kwargs": {...}}``) or
+    OpenAI-style ``{"role", "content"}``.
+    """
+    for item in reversed(messages):
+        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+            kind, content = item
+        elif isinstance(item, dict) and isinstance(item.get("data"), dict):
+            kind, content = item.get("type"), item["data"].get("content")
+        elif isinstance(item, dict) and isinstance(item.get("kwargs"), dict) and isinstance(item.get("id"), list):
+            kind, content = (item["id"] or [None])[-1], item["kwargs"].get("content")
+        elif isinstance(item, dict) and "role" in item:
+            kind, content = item.get("role"), item.get("content")
+        else:
+            continue
+        if _LANGCHAIN_ROLES.get(str(kind)) == role:  # the last one counts, even when it has no text
+            return (text_of(content) if content not in (None, "", []) else None) or None
+    return None
+
+
 def span_name_subject(name: str, *prefixes: str) -> str | None:
     """``agent_run [x]`` / ``invoke_agent x`` -> ``x``: the subject a span name carries."""
     for prefix in prefixes:

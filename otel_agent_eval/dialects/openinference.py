@@ -31,6 +31,7 @@ from .base import (
     as_str,
     fill,
     first_str,
+    langchain_text,
     maybe_json,
     parse_json_value,
     present,
@@ -242,7 +243,7 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
     if isinstance(data, str):
         return data
     if isinstance(data, dict) and isinstance(data.get("messages"), list):  # LangGraph state
-        return _langchain_text(data["messages"], "user" if key == "input.value" else "assistant")
+        return langchain_text(data["messages"], "user" if key == "input.value" else "assistant")
     if isinstance(data, dict):
         content = data.get("content") if isinstance(data.get("content"), dict) else data.get("new_message")
         if isinstance(content, dict) and isinstance(content.get("parts"), list):
@@ -252,33 +253,6 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
             if isinstance(data.get(field), str):
                 return data[field]
     return None  # structured I/O of unknown shape: leave it to the steps
-
-
-_LANGCHAIN_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
-                    "AIMessage": "assistant", "HumanMessage": "user", "AIMessageChunk": "assistant"}
-
-
-def _langchain_text(messages: list[Any], role: str) -> str | None:
-    """The text of the last ``role`` message in a LangChain message list (None if it has none).
-
-    Messages come as ``(role, text)`` pairs, ``{"type", "data": {...}}`` (``messages_to_dict``),
-    ``dumpd`` constructors (``{"lc": 1, "id": [..., "AIMessage"], "kwargs": {...}}``) or
-    OpenAI-style ``{"role", "content"}``.
-    """
-    for item in reversed(messages):
-        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
-            kind, content = item
-        elif isinstance(item, dict) and isinstance(item.get("data"), dict):
-            kind, content = item.get("type"), item["data"].get("content")
-        elif isinstance(item, dict) and isinstance(item.get("kwargs"), dict) and isinstance(item.get("id"), list):
-            kind, content = (item["id"] or [None])[-1], item["kwargs"].get("content")
-        elif isinstance(item, dict) and "role" in item:
-            kind, content = item.get("role"), item.get("content")
-        else:
-            continue
-        if _LANGCHAIN_ROLES.get(str(kind)) == role:  # the last one counts, even when it has no text
-            return (text_of(content) if content not in (None, "", []) else None) or None
-    return None
 
 
 def _flattened(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:

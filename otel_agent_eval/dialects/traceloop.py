@@ -7,6 +7,21 @@ wrapper (see ``base.unwrap_tool_payload``). OpenLLMetry's LLM spans use the lega
 indexed attributes or semconv messages, read by those modules.
 Source: traceloop/openllmetry ``traceloop-sdk/traceloop/sdk/decorators/base.py``,
 ``opentelemetry-semantic-conventions-ai`` 0.5.2.
+
+What the real LangChain instrumentation (``opentelemetry-instrumentation-langchain`` 0.62,
+LangGraph; ``tests/test_frameworks_openllmetry.py``) adds to that:
+
+* a tool span's output is ``{"output": <dumpd ToolMessage>, "kwargs"}``, and the ToolMessage
+  holds the call id (``tool_call_id``) the span has nowhere else (no ``gen_ai.tool.call.id``),
+  and ``status: "error"`` when the tool failed. Without the id, three identical
+  ``search(query="x")`` calls in fast turns went to the wrong turns (the time-order fallback);
+* the graph's ``traceloop.entity.input`` / ``output`` wrap the LangGraph state:
+  ``{"inputs"|"outputs": {"messages": [...]}, "tags", "metadata", "kwargs"}``; the task is the
+  last user message, the answer the last AI message;
+* model spans carry no ``traceloop.span.kind``, only ``traceloop.workflow.name`` and the
+  association properties; their ``gen_ai.request.model`` is the literal ``unknown`` when
+  the instrumentation found no model in the invocation params, while LangChain's
+  ``ls_model_name`` metadata (``traceloop.association.properties.ls_model_name``) names it.
 """
 
 from __future__ import annotations
@@ -14,6 +29,7 @@ from __future__ import annotations
 from ..records import SpanRecord
 from .base import (
     AGENT,
+    LLM,
     OTHER,
     TOOL,
     WORKFLOW,
@@ -21,9 +37,11 @@ from .base import (
     Operation,
     fill,
     first_str,
+    langchain_text,
     parse_json_value,
     present,
     text_of,
+    tool_message,
     unwrap_tool_payload,
 )
 
@@ -31,11 +49,14 @@ MARKERS = ("traceloop.span.kind",)
 
 SPAN_KINDS = {"workflow": WORKFLOW, "agent": AGENT, "tool": TOOL}
 SESSION_KEYS = ("traceloop.association.properties.session_id", "traceloop.association.properties.thread_id")
+MODEL_NAME_KEY = "traceloop.association.properties.ls_model_name"
+UNKNOWN_MODEL = "unknown"
+"""What OpenLLMetry's LangChain instrumentation writes as the model when it found none."""
 
 
 def detect(record: SpanRecord) -> bool:
     attrs = record.attributes
-    return "traceloop.span.kind" in attrs or "traceloop.entity.name" in attrs
+    return "traceloop.span.kind" in attrs or "traceloop.entity.name" in attrs or "traceloop.workflow.name" in attrs
 
 
 def kind(record: SpanRecord) -> str | None:
@@ -52,12 +73,48 @@ def extract(record: SpanRecord, op: Operation) -> None:
     entity_output = _payload(attrs, "traceloop.entity.output", issues)
     if op.kind == TOOL:
         fill(op, tool_name=name, tool_arguments=entity_input, tool_result=entity_output)
+        _tool_message_status(attrs, op)
     elif op.kind == AGENT:
         fill(op, agent_name=name)
-        if entity_input is not None:
+        task = _state_text(entity_input, "user")
+        if task is not None:
+            fill(op, input_messages=[Message("user", texts=[task])])
+        elif entity_input is not None:
             fill(op, input_messages=[Message("user", texts=[text_of(entity_input) or ""])])
-        if isinstance(entity_output, str) and entity_output:
-            fill(op, output_messages=[Message("assistant", texts=[entity_output])])
+        answer = _state_text(entity_output, "assistant")
+        if answer is None and isinstance(entity_output, str) and entity_output:
+            answer = entity_output
+        if answer:
+            fill(op, output_messages=[Message("assistant", texts=[answer])])
+    elif op.kind == LLM and op.model in (None, UNKNOWN_MODEL):
+        op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
+
+
+def _tool_message_status(attrs: object, op: Operation) -> None:
+    """The call id and failure a LangChain tool span's ToolMessage output records (see the module doc)."""
+    for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
+        raw = parse_json_value(attrs.get(key), key, []) if present(attrs.get(key)) else None  # type: ignore[attr-defined]
+        if isinstance(raw, dict) and set(raw) <= {"output", "kwargs"}:
+            raw = raw.get("output")
+        message = tool_message(raw)
+        if message is None:
+            continue
+        content, call_id, failed = message
+        if call_id:
+            fill(op, tool_call_ids=[call_id])
+        if failed:
+            fill(op, error=text_of(content) or "error")
+        return
+
+
+def _state_text(value: object, role: str) -> str | None:
+    """The last ``role`` message's text of a LangGraph state (``{"messages": [...]}``), possibly
+    still in the chain callback's ``{"outputs": ..., "kwargs"}`` wrapper; None for anything else."""
+    if isinstance(value, dict) and "outputs" in value and set(value) <= {"outputs", "kwargs"}:
+        value = value["outputs"]
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        return langchain_text(value["messages"], role)
+    return None
 
 
 def _payload(attrs: object, key: str, issues: list[str]) -> object:

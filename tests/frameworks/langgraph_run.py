@@ -1,4 +1,4 @@
-"""A LangGraph scenario run under the OpenInference LangChain instrumentation, with the processor installed.
+"""A LangGraph scenario run under a LangChain instrumentation (OpenInference's unless told), with the processor installed.
 
 What the LangGraph acceptance tests share: one module-scoped run of a scripted scenario
 (``langgraph_scenarios``) through a real TracerProvider and LoggerProvider, every
@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan
@@ -34,22 +35,29 @@ class LangGraphRun:
         return self.telemetry.spans(exclude_scope=OWN_SCOPE)
 
 
-def instrumented_run(scenario: Callable[[], str], expectations: Sequence[ToolExpectation]) -> Iterator[LangGraphRun]:
-    """Yield the run of ``scenario`` (for a module-scoped fixture); shut telemetry down afterwards."""
+def instrumented_run(
+    scenario: Callable[[], str],
+    expectations: Sequence[ToolExpectation],
+    instrumentor: Callable[[], Any] = LangChainInstrumentor,
+) -> Iterator[LangGraphRun]:
+    """Yield the run of ``scenario`` (for a module-scoped fixture); shut telemetry down afterwards.
+
+    ``instrumentor``: makes the ``BaseInstrumentor`` to trace the run with (instrumented with the run's
+    tracer provider, uninstrumented after the run)."""
     telemetry = make_telemetry()
     tp, lp = telemetry.tracer_provider, telemetry.logger_provider
     registry = CollectorRegistry()
     processor = install(tp, lp, registry=registry, settle_delay_seconds=0.05, expectations=list(expectations))
     recorder = RecordingSink()
     processor.pipeline.sinks.append(recorder)
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=tp)
+    instrumentation = instrumentor()
+    instrumentation.instrument(tracer_provider=tp)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
             output = scenario()
     finally:
-        instrumentor.uninstrument()
+        instrumentation.uninstrument()
     flushed = processor.force_flush(10_000)
     try:
         yield LangGraphRun(telemetry, output, recorder, registry, flushed)
