@@ -2,7 +2,8 @@
 
 A ``ThreadingHTTPServer`` on 127.0.0.1 at a free port, in a daemon thread; each POST's
 JSON body goes to ``handle(path, headers, body)``, whose ``(status, headers, bytes)`` is
-sent back as ``application/json``. Subclasses say what the API answers:
+sent back as ``application/json`` unless its headers name another ``content-type`` (a whole
+``text/event-stream`` body, for streamed answers). Subclasses say what the API answers:
 ``tests/fake_openai_server.py`` (a judge: scripted failures, yes/no answers) and
 ``tests/frameworks/openai_server.py`` (agent frameworks: scripted tool calls, the
 Responses API).
@@ -75,9 +76,10 @@ def _handler(server: LocalJSONServer) -> type[BaseHTTPRequestHandler]:
                 body = {}
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, extra, data = server.handle(self.path, headers, body if isinstance(body, dict) else {})
+            extra = {k.lower(): v for k, v in extra.items()}
             try:
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", extra.pop("content-type", "application/json"))
                 self.send_header("content-length", str(len(data)))
                 for key, value in extra.items():
                     self.send_header(key, value)

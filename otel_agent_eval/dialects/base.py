@@ -325,6 +325,19 @@ def langchain_text(messages: list[Any], role: str) -> str | None:
     return None
 
 
+def bedrock_result(content: Any) -> Any:
+    """Bedrock tool result content ``[{"text"}|{"json"}]`` -> the text or the JSON value."""
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        block = content[0]
+        if "json" in block:
+            return block["json"]
+        if "text" in block:
+            return block["text"]
+    if isinstance(content, list) and all(isinstance(b, dict) and "text" in b for b in content):
+        return "\n".join(str(b["text"]) for b in content)
+    return content
+
+
 def span_name_subject(name: str, *prefixes: str) -> str | None:
     """``agent_run [x]`` / ``invoke_agent x`` -> ``x``: the subject a span name carries."""
     for prefix in prefixes:

@@ -29,6 +29,7 @@ from .base import (
     Operation,
     RequestedCall,
     as_str,
+    bedrock_result,
     fill,
     first_str,
     maybe_json,
@@ -287,19 +288,6 @@ def _with_blocks(item: dict[str, Any], attribute: str, issues: list[str]) -> Mes
     if isinstance(content, list) and all(isinstance(b, dict) for b in content):
         item = {**item, "content": text_of(content)}
     return parse_message(item, attribute, issues)
-
-
-def bedrock_result(content: Any) -> Any:
-    """Bedrock tool result content ``[{"text"}|{"json"}]`` -> the text or the JSON value."""
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
-        block = content[0]
-        if "json" in block:
-            return block["json"]
-        if "text" in block:
-            return block["text"]
-    if isinstance(content, list) and all(isinstance(b, dict) and "text" in b for b in content):
-        return "\n".join(str(b["text"]) for b in content)
-    return content
 
 
 def _extract_tool(record: SpanRecord, op: Operation) -> None:

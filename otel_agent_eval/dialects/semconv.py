@@ -21,6 +21,7 @@ from .base import (
     Operation,
     RequestedCall,
     as_str,
+    bedrock_result,
     fill,
     first_str,
     maybe_json,
@@ -54,6 +55,9 @@ OPERATION_KINDS = {
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 """Carries the span's content as event attributes (Strands latest mode, event-only content joined to a span)."""
+
+STRANDS = "strands-agents"
+"""Strands' ``gen_ai.provider.name``: its tool results are Bedrock content blocks (``_extract_tool``)."""
 
 INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
@@ -149,8 +153,17 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
     # Tool spans that record their content as messages (Strands latest mode): a tool_call
     # part holds the arguments, a tool_call_response part the result.
     inputs = op.input_messages or []
-    if not inputs and not op.output_messages:  # the common case: content in the tool attributes
-        return
+    if inputs or op.output_messages:  # else the common case: content in the tool attributes
+        _tool_from_messages(op, inputs)
+    if op.provider == STRANDS and op.tool_result is not None:
+        # Strands (latest mode) records the result, in ``gen_ai.tool.call.result`` and in the
+        # ``tool_call_response`` part, as Bedrock blocks (``[{"text": ...}]``); its default mode's
+        # ``gen_ai.choice`` event holds the same blocks, which the legacy dialect unwraps to the
+        # text: the same run must give the same result in both modes.
+        op.tool_result = bedrock_result(op.tool_result)
+
+
+def _tool_from_messages(op: Operation, inputs: list[Message]) -> None:
     for message in inputs:
         for call in message.tool_calls:
             fill(op, tool_name=call.name, tool_arguments=call.arguments)

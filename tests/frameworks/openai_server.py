@@ -2,10 +2,14 @@
 
 Speaks just enough of two OpenAI APIs for the ``openai`` client and the frameworks built on it:
 
-- ``POST {base}/chat/completions`` (non-streaming): a ``chat.completion`` with one choice whose
-  message is scripted text and/or ``tool_calls``, ``finish_reason`` and ``usage``;
-- ``POST {base}/responses`` (non-streaming): a ``response`` whose ``output`` holds a scripted
-  ``message`` item and/or ``function_call`` items, and ``usage``.
+- ``POST {base}/chat/completions``: a ``chat.completion`` with one choice whose message is
+  scripted text and/or ``tool_calls``, ``finish_reason`` and ``usage``; with ``"stream": true``
+  the same answer as Server-Sent Events (``chat_completion_chunks``): ``chat.completion.chunk``s
+  with the role, the text in word deltas, each tool call as a delta with its index, id and name
+  then its arguments in two deltas, a last chunk with ``finish_reason``, a usage chunk (no
+  choices) when ``stream_options.include_usage`` is set, then ``data: [DONE]``, all in one body;
+- ``POST {base}/responses`` (non-streaming only): a ``response`` whose ``output`` holds a
+  scripted ``message`` item and/or ``function_call`` items, and ``usage``.
 
 The script is a callable ``(api, request_body) -> Reply``; ``Scripted`` replays a list of replies
 per model name (the model a request names), so several agents can share one server. Every request
@@ -21,15 +25,25 @@ and ``output_tokens = 10 + n`` unless the reply sets its own.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tests.local_http import LocalJSONServer
 
-__all__ = ["OpenAIServer", "RecordedRequest", "Reply", "Scripted", "text", "tool_calls", "usage_of"]
+__all__ = [
+    "OpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "Scripted",
+    "chat_completion_chunks",
+    "text",
+    "tool_calls",
+    "usage_of",
+]
 
 CREATED = 1_700_000_000
 
@@ -103,7 +117,11 @@ class OpenAIServer(LocalJSONServer):
 
     def handle(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         try:
-            return 200, {}, json.dumps(self._answer(path, body)).encode()
+            answer = self._answer(path, body)
+            if isinstance(answer, list):  # a streamed chat completion: its chunks as one SSE body
+                events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in answer) + "data: [DONE]\n\n"
+                return 200, {"content-type": "text/event-stream"}, events.encode()
+            return 200, {}, json.dumps(answer).encode()
         except LookupError:
             error = {"message": f"unknown path {path}", "type": "invalid_request_error"}
             return 404, {}, json.dumps({"error": error}).encode()
@@ -113,12 +131,13 @@ class OpenAIServer(LocalJSONServer):
             return 400, {}, json.dumps({"error": error}).encode()
 
     # -- request handling ------------------------------------------------------------------------
-    def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
+        """The JSON answer, or for a streamed chat completion the list of its chunks."""
         api = "chat" if path.endswith("/chat/completions") else "responses" if path.endswith("/responses") else ""
         if not api:
             raise LookupError(path)
-        if body.get("stream"):
-            raise ValueError("streaming is not supported by this test server")
+        if body.get("stream") and api != "chat":
+            raise ValueError("streaming is only supported for chat completions by this test server")
         with self._lock:
             recorded = RecordedRequest(api, path, body, len(self.requests))
             self.requests.append(recorded)
@@ -126,6 +145,10 @@ class OpenAIServer(LocalJSONServer):
         recorded.reply = reply
         input_tokens, output_tokens = reply.usage or usage_of(recorded.index)
         model = str(body.get("model") or "unknown")
+        if api == "chat" and body.get("stream"):
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            return chat_completion_chunks(recorded.index, model, reply, (input_tokens, output_tokens) if include_usage else None)
         if api == "chat":
             return _chat_completion(recorded.index, model, reply, input_tokens, output_tokens)
         return _response(recorded.index, model, reply, input_tokens, output_tokens)
@@ -153,6 +176,44 @@ def _chat_completion(n: int, model: str, reply: Reply, input_tokens: int, output
         },
         "system_fingerprint": "fp_test",
     }
+
+
+def chat_completion_chunks(n: int, model: str, reply: Reply, usage: tuple[int, int] | None) -> list[dict[str, Any]]:
+    """``reply`` as the ``chat.completion.chunk``s of the server's n-th request (see the module docstring)."""
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion.chunk",
+            "created": CREATED + n,
+            "model": model,
+            "system_fingerprint": "fp_test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+        }
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": word}) for word in re.findall(r"\s*\S+\s*", reply.text or "")]
+    for index, (call_id, name, args) in enumerate(reply.calls):
+        arguments = json.dumps(args)
+        half = len(arguments) // 2
+        chunks.append(chunk({"tool_calls": [
+            {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        ]}))
+        for piece in (arguments[:half], arguments[half:]):
+            chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    chunks.append(chunk({}, "tool_calls" if reply.calls else "stop"))
+    if usage is not None:
+        input_tokens, output_tokens = usage
+        chunks.append({
+            **chunk({}),
+            "choices": [],
+            "usage": {
+                "prompt_tokens": input_tokens,
+                "completion_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            },
+        })
+    return chunks
 
 
 def _response(n: int, model: str, reply: Reply, input_tokens: int, output_tokens: int) -> dict[str, Any]:
