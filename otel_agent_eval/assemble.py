@@ -28,7 +28,8 @@ Algorithm (see docs/architecture.md, "Assembly"):
    order. An LLM span nested in another LLM span, or a tool span in a tool span
    of the same name (two stacked instrumentations), is merged into the outer one.
 4. Each tool span goes to the LLM turn that requested it: by step span, then
-   ancestry, then tool call id, then (name, canonical arguments), then time order.
+   ancestry, then tool call id, then (name, canonical arguments), then time order
+   (turns that started before the tool first, then those within the clock-skew allowance).
    It fills in the requested call; a tool span nobody requested is kept, flagged
    ``requested=False``; a requested call with no tool span stays ``executed=False``.
    A handoff span fulfils the requested call that names its target agent.
@@ -49,6 +50,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from .dialects import read_operation
@@ -641,12 +643,18 @@ class _TraceAssembly:
             first = index.first_open(tool.tool_call_ids)
             if first is not None:
                 return drafts[first]
-        # drafts are in start order: the ones that started before the tool are a prefix
-        preceding = drafts[: bisect_right(index.starts, tool.record.start_time_unix_nano + CLOCK_SKEW_NS)] or drafts[:1]
-        for draft in reversed(preceding):
-            if draft.open_call(tool, by="handoff" if tool.handoff_to else "args") is not None:
+        # Drafts are in start order: the ones that started before the tool are a prefix. The
+        # latest of them with a matching open call wins; a turn that started after the tool
+        # (within the clock-skew allowance) only when none did: with fast turns, the next turn
+        # asking for the same call often starts less than CLOCK_SKEW_NS after this tool.
+        start = tool.record.start_time_unix_nano
+        before = bisect_right(index.starts, start)
+        skewed = bisect_right(index.starts, start + CLOCK_SKEW_NS)
+        by = "handoff" if tool.handoff_to else "args"
+        for draft in chain(reversed(drafts[:before]), drafts[before:skewed]):
+            if draft.open_call(tool, by=by) is not None:
                 return draft
-        return preceding[-1]
+        return drafts[skewed - 1] if skewed else drafts[0]
 
 
 @dataclass

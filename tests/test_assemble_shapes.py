@@ -92,6 +92,22 @@ def test_missing_ids_back_filled_by_result_when_the_request_was_not_captured() -
     assert steps(spans)[0] == [("t", "call_7", "r", False, True)]
 
 
+def test_fast_turns_repeating_an_id_less_call_keep_their_own_tool_span() -> None:
+    # No call ids (OpenLLMetry/OpenInference LangChain tools): each search(x) belongs to the turn
+    # that asked for it, though the next turn, asking for the same call, starts under
+    # CLOCK_SKEW_NS (5 ms) after the tool; a later turn only claims it within the skew
+    # allowance when no turn that started before the tool asked for it.
+    x = {"q": "x"}
+    spans = [agent(), chat(2, 0, 1, calls=[(None, "search", x)]), tool(3, "search", 1, 2, args=x, result="r1"),
+             chat(4, 2, 3, calls=[(None, "search", x)]), tool(5, "search", 3, 4, args=x, result="r2"),
+             chat(6, 4, 5, calls=[(None, "search", x)]), tool(7, "search", 5, 6, args=x, result="r3"),
+             chat(8, 6, 7, text="done")]
+    assert [[c.result for c in s.tool_calls] for s in assemble(spans)[0].steps] == [["r1"], ["r2"], ["r3"], []]
+    skewed = [agent(), chat(2, 3, 4, calls=[(None, "search", x)]), tool(3, "search", 1, 2, args=x, result="r1"),
+              chat(4, 10, 11, text="done")]  # the tool's clock is 2 ms behind: still the turn's call
+    assert [[c.result for c in s.tool_calls] for s in assemble(skewed)[0].steps] == [["r1"], []]
+
+
 def test_list_call_ids() -> None:
     # Microsoft Agent Framework: [run id, call id] on both sides
     spans = [agent(), span(2, "chat m", 0, 10, **{"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(
