@@ -19,6 +19,8 @@ Algorithm (see docs/architecture.md, "Assembly"):
    ``langgraph_checkpoint_ns`` has one more ``|`` level than its own) is an agent, whatever
    its span kind; with no agent above it, it is a child of the run of the graph around it
    (that local root's scope; a container when it has no model or tool call of its own).
+   An agent span with nothing under it, beside such a sub-agent and of its name, is dropped
+   (OpenLLMetry's wrapper of the sub-graph's ``stream``, ended before the graph ran).
    A sub-agent whose tool hands off (returns ``Command(graph=PARENT, goto=node)``: the
    handoff-tool supervisor) is one agent across its runs as that node of that graph run,
    in order; the agent the tool names, run next in that graph run, is its child.
@@ -53,7 +55,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from .dialects import read_operation
+from .dialects import graph_namespace, read_operation, read_subgraph_agent
 from .dialects.base import (
     AGENT,
     LLM,
@@ -66,7 +68,6 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
-from .dialects.openinference import graph_namespace, subgraph_agent
 from .model import AgentTrace
 from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
 
@@ -308,10 +309,25 @@ class _TraceAssembly:
                 inner = outer
         promoted = [span_id for span_id in found if span_id not in self.ops]
         for span_id in promoted:
-            self.ops[span_id] = subgraph_agent(self.records[span_id])
+            self.ops[span_id] = read_subgraph_agent(self.records[span_id])
         if promoted:
+            self._drop_empty_twins(promoted)
             self._nearest.clear()  # computed before the new agents were there
         return {span_id for span_id in found if self.ops[span_id].kind == AGENT}
+
+    def _drop_empty_twins(self, promoted: list[int]) -> None:
+        """Remove agent spans with nothing under them that name a promoted sub-graph agent beside them.
+
+        OpenLLMetry wraps a sub-graph's ``stream`` in an ``invoke_agent <graph>`` span that ends
+        before the graph runs, a sibling of the graph's chain span: that chain span is the agent.
+        """
+        twins = {(self.records[i].parent_span_id, self.ops[i].agent_name) for i in promoted}
+        holders = {ancestor for span_id in self.ops for ancestor in self.ancestors(span_id)}
+        for span_id, op in list(self.ops.items()):
+            if op.kind == AGENT and span_id not in holders and span_id not in promoted and (
+                op.record.parent_span_id, op.agent_name
+            ) in twins:
+                del self.ops[span_id]
 
     def _turn_nodes(self) -> list[int]:
         """Agent-kind spans that are one turn of an enclosing run, not agents of their own.

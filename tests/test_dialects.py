@@ -7,6 +7,7 @@ instrumentations emit (sources cited per builder).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from otel_agent_eval import assemble
@@ -308,3 +309,15 @@ def test_openllmetry_langgraph_state_and_unknown_model() -> None:
         "gen_ai.operation.name": "chat", "gen_ai.request.model": "unknown", "traceloop.workflow.name": "g",
         "traceloop.association.properties.ls_model_name": "fake-1"}))
     assert llm.model == "fake-1"
+
+
+def test_langgraph_control_flow_exceptions_are_no_errors() -> None:
+    # OpenLLMetry ends the spans a handoff's ParentCommand (or an interrupt) passes through ERROR
+    def failed(exception_type: str) -> SpanRecord:
+        record = span(1, "execute_tool t", 0, 1, None, attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+        return dataclasses.replace(record, status_code=STATUS_ERROR, status_message="Command(graph='__parent__', ...)", events=(
+            SpanEvent(name="exception", time_unix_nano=1, attributes={"exception.type": exception_type, "exception.message": "m"}),))
+
+    assert read_operation(failed("langgraph.errors.ParentCommand")).error is None
+    assert read_operation(failed("langgraph.errors.GraphInterrupt")).error is None
+    assert read_operation(failed("ValueError")).error == "Command(graph='__parent__', ...)"

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..records import SpanRecord
 from . import adk, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
-from .base import AGENT, OTHER, Message, Operation, RequestedCall, span_name_subject
+from .base import AGENT, OTHER, Message, Operation, RequestedCall, langgraph_task, span_name_subject
 
 DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
 
@@ -75,4 +75,31 @@ def read_operation(record: SpanRecord) -> Operation | None:
     return op
 
 
-__all__ = ["Message", "Operation", "RequestedCall", "GENAI_MARKERS", "is_genai", "read_operation"]
+DEFAULT_GRAPH_NAME = "LangGraph"
+"""The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
+
+
+def graph_namespace(record: SpanRecord) -> str | None:
+    """The checkpoint namespace of the LangGraph node task a span runs in (``base.langgraph_task``)."""
+    return langgraph_task(record.attributes)[1]
+
+
+def read_subgraph_agent(record: SpanRecord) -> Operation:
+    """A LangGraph graph run as a node of another graph (a chain span), read as the agent it is.
+
+    Every dialect the span carries fills it in; its name is the compiled graph's
+    (``create_react_agent(name=...)``), else the node it runs as.
+    """
+    op = Operation(record=record, kind=AGENT)
+    for dialect in DIALECTS:
+        if dialect.detect(record):
+            dialect.extract(record, op)
+    if op.agent_name is None:
+        op.agent_name = record.name if record.name and record.name != DEFAULT_GRAPH_NAME else op.graph_node
+    return op
+
+
+__all__ = [
+    "Message", "Operation", "RequestedCall", "GENAI_MARKERS", "graph_namespace", "is_genai", "read_operation",
+    "read_subgraph_agent",
+]

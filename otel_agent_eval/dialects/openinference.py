@@ -8,7 +8,7 @@ and their arguments / result in the generic ``input.value`` / ``output.value``
 (which Koog also uses on its tool spans, without the span kind).
 LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
 ``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
-A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``"graph": "__parent__"``, ``goto``).
+A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``base.langchain_tool_output``).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
@@ -32,13 +32,14 @@ from .base import (
     fill,
     first_str,
     langchain_text,
+    langchain_tool_output,
+    langgraph_task,
     maybe_json,
     parse_json_value,
     present,
     span_error,
     span_name_subject,
     text_of,
-    tool_message,
     usage_from,
 )
 
@@ -72,7 +73,7 @@ def kind(record: SpanRecord) -> str | None:
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
-    node, namespace = _graph_task(attrs)
+    node, namespace = langgraph_task(attrs)
     fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=node,
          graph_namespace=namespace)
     if op.kind == LLM:
@@ -139,40 +140,6 @@ def _raw_calls(value: Any, found: dict[str, Any], depth: int) -> None:
                 _raw_calls(value[key], found, depth + 1)
 
 
-def _graph_task(attrs: Any) -> tuple[str | None, str | None]:
-    """The LangGraph node a span runs in and that node task's checkpoint namespace, from the
-    ``metadata`` JSON LangChain tracers record (``langgraph_node``, ``langgraph_checkpoint_ns``)."""
-    metadata = attrs.get("metadata")
-    if isinstance(metadata, str) and "langgraph_node" not in metadata:
-        return None, None
-    metadata = parse_json_value(metadata, "metadata", [])
-    if not isinstance(metadata, dict):
-        return None, None
-    node, namespace = metadata.get("langgraph_node"), metadata.get("langgraph_checkpoint_ns")
-    return (str(node) if present(node) else None), (str(namespace) if present(namespace) else None)
-
-
-def graph_namespace(record: SpanRecord) -> str | None:
-    """The checkpoint namespace of the LangGraph node task a span runs in, for any span (a CHAIN too)."""
-    return _graph_task(record.attributes)[1]
-
-
-DEFAULT_GRAPH_NAME = "LangGraph"
-"""The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
-
-
-def subgraph_agent(record: SpanRecord) -> Operation:
-    """A LangGraph graph run as a node of another graph (a CHAIN span), read as the agent it is.
-
-    Its name is the compiled graph's (``create_react_agent(name=...)``), else the node it runs as.
-    """
-    op = Operation(record=record, kind=AGENT)
-    extract(record, op)
-    if op.agent_name is None:
-        op.agent_name = record.name if record.name and record.name != DEFAULT_GRAPH_NAME else op.graph_node
-    return op
-
-
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
     fill(op, tool_name=first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
@@ -193,41 +160,7 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
             if present(result.get("id")):  # ADK + OpenInference: {id, name, response}
                 fill(op, tool_call_ids=[str(result["id"])])
             result = result["response"]
-        handoff = _parent_command(result)
-        if handoff is not None:
-            op.handoff_to, result = handoff
-        message = tool_message(result)
-        if message is not None:  # LangChain: the ToolMessage the tool node returned
-            result, call_id, failed = message
-            if call_id:
-                fill(op, tool_call_ids=[call_id])
-            if failed:
-                fill(op, error=text_of(result) or "error")
-        op.tool_result = result
-
-
-PARENT_GRAPH = "__parent__"
-"""``Command.PARENT``, as a serialized ``Command`` names the graph it is sent to."""
-
-
-def _parent_command(value: Any) -> tuple[str, Any] | None:
-    """A LangGraph handoff tool's result, ``Command(graph=Command.PARENT, goto=node, update=...)``,
-    as ``(target node, the ToolMessage it adds)``, else None.
-
-    The tool's work is the move to another node of the parent graph (``langgraph-supervisor``'s
-    ``transfer_to_<agent>``); the ToolMessage in ``update.messages`` (last) answers the model's call.
-    """
-    if not isinstance(value, dict) or value.get("graph") != PARENT_GRAPH:
-        return None
-    goto = value.get("goto")
-    if isinstance(goto, list):  # several targets (or ``Send``s): the first node named
-        goto = next((g if isinstance(g, str) else g.get("node") for g in goto if isinstance(g, (str, dict))), None)
-    if not isinstance(goto, str) or not goto:
-        return None
-    update = value.get("update")
-    messages = update.get("messages") if isinstance(update, dict) else None
-    last = messages[-1] if isinstance(messages, list) and messages else None
-    return goto, (last if tool_message(last) is not None else None)
+        op.tool_result = langchain_tool_output(op, result)
 
 
 def _is_schema(value: Any) -> bool:

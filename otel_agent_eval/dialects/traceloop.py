@@ -26,6 +26,8 @@ LangGraph; ``tests/test_frameworks_openllmetry.py``) adds to that:
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..records import SpanRecord
 from .base import (
     AGENT,
@@ -38,6 +40,9 @@ from .base import (
     fill,
     first_str,
     langchain_text,
+    langchain_tool_output,
+    langgraph_task,
+    parent_command,
     parse_json_value,
     present,
     text_of,
@@ -67,13 +72,14 @@ def kind(record: SpanRecord) -> str | None:
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
-    fill(op, conversation_id=first_str(attrs, *SESSION_KEYS))
+    node, namespace = langgraph_task(attrs)
+    fill(op, conversation_id=first_str(attrs, *SESSION_KEYS), graph_node=node, graph_namespace=namespace)
     name = first_str(attrs, "traceloop.entity.name")
     entity_input = _payload(attrs, "traceloop.entity.input", issues)
     entity_output = _payload(attrs, "traceloop.entity.output", issues)
     if op.kind == TOOL:
         fill(op, tool_name=name, tool_arguments=entity_input, tool_result=entity_output)
-        _tool_message_status(attrs, op)
+        _tool_output(attrs, op)
     elif op.kind == AGENT:
         fill(op, agent_name=name)
         task = _state_text(entity_input, "user")
@@ -90,21 +96,19 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
 
 
-def _tool_message_status(attrs: object, op: Operation) -> None:
-    """The call id and failure a LangChain tool span's ToolMessage output records (see the module doc)."""
+def _tool_output(attrs: Any, op: Operation) -> None:
+    """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
+    the call id, a failure, a handoff (``base.langchain_tool_output``; see the module doc)."""
     for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
-        raw = parse_json_value(attrs.get(key), key, []) if present(attrs.get(key)) else None  # type: ignore[attr-defined]
-        if isinstance(raw, dict) and set(raw) <= {"output", "kwargs"}:
-            raw = raw.get("output")
-        message = tool_message(raw)
-        if message is None:
+        value = attrs.get(key)
+        if not present(value):
             continue
-        content, call_id, failed = message
-        if call_id:
-            fill(op, tool_call_ids=[call_id])
-        if failed:
-            fill(op, error=text_of(content) or "error")
-        return
+        output = parse_json_value(value, key, [])
+        if isinstance(output, dict) and set(output) <= {"output", "kwargs"}:
+            output = output.get("output")
+        if tool_message(output) is not None or parent_command(output) is not None:
+            op.tool_result = langchain_tool_output(op, output)
+            return
 
 
 def _state_text(value: object, role: str) -> str | None:
