@@ -660,9 +660,10 @@ class _TraceAssembly:
             if first is not None:
                 return drafts[first]
         # Drafts are in start order: the ones that started before the tool are a prefix. The
-        # latest of them with a matching open call wins; a turn that started after the tool
-        # (within the clock-skew allowance) only when none did: with fast turns, the next turn
-        # asking for the same call often starts less than CLOCK_SKEW_NS after this tool.
+        # latest of them with a matching open call wins, else the latest of them (no turn asked
+        # for it: a model call whose output was not recorded); a turn that started after the
+        # tool, within the clock-skew allowance, only when none started before. With fast turns
+        # the next turn, maybe asking for the same call, often starts under CLOCK_SKEW_NS after it.
         start = tool.record.start_time_unix_nano
         before = bisect_right(index.starts, start)
         skewed = bisect_right(index.starts, start + CLOCK_SKEW_NS)
@@ -670,7 +671,7 @@ class _TraceAssembly:
         for draft in chain(reversed(drafts[:before]), drafts[before:skewed]):
             if draft.open_call(tool, by=by) is not None:
                 return draft
-        return drafts[skewed - 1] if skewed else drafts[0]
+        return drafts[(before or skewed or 1) - 1]
 
 
 @dataclass

@@ -108,6 +108,19 @@ def test_fast_turns_repeating_an_id_less_call_keep_their_own_tool_span() -> None
     assert [[c.result for c in s.tool_calls] for s in assemble(skewed)[0].steps] == [["r1"], []]
 
 
+def test_a_call_no_turn_requested_goes_to_the_turn_before_it_not_a_fast_next_turn() -> None:
+    # OpenLLMetry's openai-agents spans (Chat Completions model) record no model output: no turn
+    # asks for any call. A quick (failing) tool ends and the next turn starts under CLOCK_SKEW_NS
+    # after the tool started; the tool is still the earlier turn's, the one that started before it.
+    history = [{"role": "user", "parts": [{"type": "text", "content": "q"}]}]
+    spans = [agent(), chat(2, 0, 10, inputs=history), tool(3, "book", 11, 12, args={"n": 2}, result="failed"),
+             chat(4, 13, 20, inputs=history)]
+    (trace,) = assemble(spans)
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in trace.steps] == [[("book", "failed")], []]
+    skewed = [agent(), tool(3, "book", 1, 2, result="r"), chat(2, 3, 4, inputs=history)]  # no turn before it
+    assert [[c.name for c in s.tool_calls] for s in assemble(skewed)[0].steps] == [["book"]]
+
+
 def test_list_call_ids() -> None:
     # Microsoft Agent Framework: [run id, call id] on both sides
     spans = [agent(), span(2, "chat m", 0, 10, **{"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(

@@ -63,8 +63,10 @@ class Run:
         return self.telemetry.spans(exclude_scope=OWN_SCOPE)
 
 
-@pytest.fixture(scope="module")
-def run() -> Iterator[Run]:
+def instrumented_run(instrumentor: Any, **instrument_kwargs: Any) -> Iterator[Run]:
+    """Yield the scenario's run traced by ``instrumentor`` (a ``BaseInstrumentor``, instrumented with the
+    run's tracer provider and ``instrument_kwargs``, uninstrumented after the run), for a module-scoped
+    fixture; shut telemetry down afterwards."""
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("OPENAI_API_KEY", "test")  # never used: every client points at the local server
         telemetry = make_telemetry()
@@ -73,9 +75,7 @@ def run() -> Iterator[Run]:
         processor = install(tp, lp, registry=registry, settle_delay_seconds=0.05)
         recorder = RecordingSink()
         processor.pipeline.sinks.append(recorder)
-        instrumentor = OpenAIAgentsInstrumentor()
-        # exclusive_processor (the default) replaces the SDK's own exporter to the OpenAI backend.
-        instrumentor.instrument(tracer_provider=tp)
+        instrumentor.instrument(tracer_provider=tp, **instrument_kwargs)
         try:
             with sc.scripted_server() as server:
                 output = sc.run_concierge(server)
@@ -87,6 +87,12 @@ def run() -> Iterator[Run]:
             yield Run(telemetry, output, recorder, registry, flushed)
         finally:
             telemetry.shutdown()
+
+
+@pytest.fixture(scope="module")
+def run() -> Iterator[Run]:
+    # exclusive_processor (the default) replaces the SDK's own exporter to the OpenAI backend.
+    yield from instrumented_run(OpenAIAgentsInstrumentor())
 
 
 def expected_traces(run: Run) -> list[AgentTrace]:
