@@ -26,15 +26,8 @@ pytest.importorskip("openinference.instrumentation.langchain")
 
 from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
-    assemble_with_logs,
-    assert_traces,
-    call,
-    only,
-    step,
-    trace,
-)
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, researcher_trace  # noqa: E402
+from tests.frameworks.harness import assemble_with_logs, assert_traces, only  # noqa: E402
 
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
 
@@ -51,21 +44,7 @@ def expected_trace(run: LangGraphRun) -> AgentTrace:
     assert [s.name for s in llms] == ["ScriptedToolModel"] * 4
     tools = [s for s in spans if s.attributes.get("openinference.span.kind") == "TOOL"]
     assert [s.name for s in tools] == ["search", "fetch_page", "search", "search"]  # start order
-    search_1, fetch_1, search_2, search_3 = tools
-    model, usage = sc.MODEL_NAME, (0, 0)  # the fake model reports no token usage
-    return trace(graph, "researcher", input=sc.QUESTION, final_output=sc.ANSWER, steps=[
-        # Parallel calls: ONE step, in request order. Arguments as requested (the TOOL span's
-        # input.value is only the bare value "x"), result = the ToolMessage's content.
-        step(0, llms[0], [
-            call(search_1, "search", {"query": "x"}, "no results", call_id="call_search_1"),
-            call(fetch_1, "fetch_page", {"url": sc.PAGE_URL}, "404 not found", call_id="call_fetch_1"),
-        ], model=model, usage=usage),
-        step(1, llms[1], [call(search_2, "search", {"query": "x"}, "no results", call_id="call_search_2")],
-             model=model, usage=usage),
-        step(2, llms[2], [call(search_3, "search", {"query": "x"}, "no results", call_id="call_search_3")],
-             model=model, usage=usage, thought="Trying once more."),
-        step(3, llms[3], model=model, usage=usage, output=sc.ANSWER),
-    ])
+    return researcher_trace(graph, llms, tools)
 
 
 def test_the_scripted_run_answered(run: LangGraphRun) -> None:

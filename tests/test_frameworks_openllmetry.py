@@ -55,7 +55,7 @@ from tests.frameworks.harness import (  # noqa: E402
     step,
     trace,
 )
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run  # noqa: E402
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, researcher_trace  # noqa: E402
 
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
 
@@ -166,20 +166,7 @@ def expected_trace(run: LangGraphRun) -> AgentTrace:
     tools = tool_spans(spans)
     assert [s.name for s in tools] == ["execute_tool search", "execute_tool fetch_page", "execute_tool search",
                                        "execute_tool search"]
-    search_1, fetch_1, search_2, search_3 = tools
-    model, usage = sc.MODEL_NAME, (0, 0)  # the fake model reports no token usage
-    return trace(graph_span(spans, "researcher"), "researcher", input=sc.QUESTION, final_output=sc.ANSWER, steps=[
-        # Parallel calls: one step, in request order; each identical search(query="x") in its own turn.
-        step(0, llms[0], [
-            call(search_1, "search", {"query": "x"}, "no results", call_id="call_search_1"),
-            call(fetch_1, "fetch_page", {"url": sc.PAGE_URL}, "404 not found", call_id="call_fetch_1"),
-        ], model=model, usage=usage),
-        step(1, llms[1], [call(search_2, "search", {"query": "x"}, "no results", call_id="call_search_2")],
-             model=model, usage=usage),
-        step(2, llms[2], [call(search_3, "search", {"query": "x"}, "no results", call_id="call_search_3")],
-             model=model, usage=usage, thought="Trying once more."),
-        step(3, llms[3], model=model, usage=usage, output=sc.ANSWER),
-    ])
+    return researcher_trace(graph_span(spans, "researcher"), llms, tools)
 
 
 def test_the_scripted_run_answered(run: LangGraphRun) -> None:

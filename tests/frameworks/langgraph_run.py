@@ -86,3 +86,25 @@ def worker_traces(
         step(1, worker_llms[3], model=model, usage=usage, output=sc.TEAM_ANSWER),
     ])
     return research_trace, writer_trace
+
+
+def researcher_trace(graph: ReadableSpan, llms: Sequence[ReadableSpan], tools: Sequence[ReadableSpan]) -> AgentTrace:
+    """The AgentTrace of ``sc.run_researcher`` from its graph span, its four model calls and its four tool
+    spans (start order), whichever LangChain instrumentation recorded them."""
+    assert len(llms) == 4 and len(tools) == 4
+    search_1, fetch_1, search_2, search_3 = tools
+    model, usage = sc.MODEL_NAME, (0, 0)  # the fake model reports no token usage
+    return trace(graph, "researcher", input=sc.QUESTION, final_output=sc.ANSWER, steps=[
+        # Parallel calls: ONE step, in request order; each identical search(query="x") in its own turn.
+        # Arguments as requested (a LangChain TOOL span may hold only the bare value "x"); the result
+        # is the ToolMessage's content.
+        step(0, llms[0], [
+            call(search_1, "search", {"query": "x"}, "no results", call_id="call_search_1"),
+            call(fetch_1, "fetch_page", {"url": sc.PAGE_URL}, "404 not found", call_id="call_fetch_1"),
+        ], model=model, usage=usage),
+        step(1, llms[1], [call(search_2, "search", {"query": "x"}, "no results", call_id="call_search_2")],
+             model=model, usage=usage),
+        step(2, llms[2], [call(search_3, "search", {"query": "x"}, "no results", call_id="call_search_3")],
+             model=model, usage=usage, thought="Trying once more."),
+        step(3, llms[3], model=model, usage=usage, output=sc.ANSWER),
+    ])
