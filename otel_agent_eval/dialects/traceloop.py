@@ -22,6 +22,10 @@ LangGraph; ``tests/test_frameworks_openllmetry.py``) adds to that:
   association properties; their ``gen_ai.request.model`` is the literal ``unknown`` when
   the instrumentation found no model in the invocation params, while LangChain's
   ``ls_model_name`` metadata (``traceloop.association.properties.ls_model_name``) names it.
+* multi-agent LangGraph: the node and checkpoint namespace are
+  ``traceloop.association.properties.langgraph_*`` (``base.langgraph_task``), a handoff tool's
+  output is the ``Command`` in the same ``{"output", "kwargs"}`` wrapper, and the
+  ``ParentCommand`` a handoff raises ends the spans it passes ERROR (``base.span_error`` skips it).
 """
 
 from __future__ import annotations
