@@ -26,7 +26,12 @@ pytest.importorskip("openinference.instrumentation.langchain")
 
 from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, researcher_trace  # noqa: E402
+from tests.frameworks.langgraph_run import (  # noqa: E402
+    RESEARCHER_LABELS,
+    LangGraphRun,
+    instrumented_run,
+    researcher_trace,
+)
 from tests.frameworks.harness import assemble_with_logs, assert_traces, only  # noqa: E402
 
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
@@ -78,12 +83,7 @@ def test_processor_evaluated_the_same_steps(run: LangGraphRun) -> None:
 
 def test_processor_results(run: LangGraphRun, metric_samples: Any) -> None:
     labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
-    assert labels == {
-        ("researcher", "tool_call_accuracy"): "pass",
-        ("researcher", "tool_failure_recovery"): "pass",
-        ("researcher", "loop_detection"): "fail",  # search(query="x") 3 times
-        ("researcher", "step_budget"): "pass",
-    }
+    assert labels == RESEARCHER_LABELS
     m = metric_samples(run.registry)
     assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == {("researcher",): 1.0}
 

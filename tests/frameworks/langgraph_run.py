@@ -108,3 +108,12 @@ def researcher_trace(graph: ReadableSpan, llms: Sequence[ReadableSpan], tools: S
              model=model, usage=usage, thought="Trying once more."),
         step(3, llms[3], model=model, usage=usage, output=sc.ANSWER),
     ])
+
+
+RESEARCHER_LABELS = {
+    ("researcher", "tool_call_accuracy"): "pass",
+    ("researcher", "tool_failure_recovery"): "pass",
+    ("researcher", "loop_detection"): "fail",  # search(query="x") 3 times
+    ("researcher", "step_budget"): "pass",
+}
+"""(agent, evaluator) -> label the processor gives ``sc.run_researcher``, whichever instrumentation traced it."""
