@@ -65,14 +65,12 @@ from .dialects.base import (
     Message,
     Operation,
     canonical_json,
+    last_user_text,
     maybe_json,
     span_error,
 )
-from .model import AgentTrace
-from .records import SpanRecord, as_record, span_id_hex, trace_id_hex
-
-OWN_SCOPE = "otel_agent_eval"
-"""The instrumentation scope of this package's own evaluation spans (``pipeline.OWN_SCOPE``): never assembled."""
+from .model import AgentTrace, step_texts
+from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering a tool span after the LLM span that requested it."""
@@ -806,20 +804,16 @@ class _StepDraft:
     def to_step(self, index: int) -> dict[str, Any]:
         """The ``AgentStep`` fields."""
         llm = self.llm
-        text = llm.output_text() if llm else None
-        reasoning = llm.reasoning_text() if llm else None
-        has_calls = bool(self.calls)
-        if has_calls:
-            thought = (f"{reasoning}\n{text}" if text else reasoning) if reasoning else (text or None)
-        else:
-            thought = reasoning or None
+        thought, output = step_texts(
+            llm.output_text() if llm else None, llm.reasoning_text() if llm else None, bool(self.calls)
+        )
         span_ids = [span_id_hex(self.step.span_id)] if self.step else []
         span_ids += [span_id_hex(o.span_id) for o in self.llms]
         span_ids += self.tool_span_hexes
         return {
             "index": index,
             "thought": thought,
-            "output": None if has_calls else text,
+            "output": output,
             "tool_calls": [call.to_call() for call in self.calls],
             "model": llm.model if llm else None,
             "usage": _total(self.llms),
@@ -981,20 +975,13 @@ def _agent_name(agent: Operation | None, root: SpanRecord, scope: _Scope) -> str
     return root.name or "unknown"
 
 
-def _last_user_text(messages: list[Message] | None) -> str | None:
-    for message in reversed(messages or []):
-        if message.role == "user" and message.text:
-            return message.text
-    return None
-
-
 def _task_input(agent: Operation | None, first_llm: Operation | None) -> str | None:
     if agent is not None:
-        text = _last_user_text(agent.input_messages)
+        text = last_user_text(agent.input_messages)
         if text:
             return text
     if first_llm is not None:
-        return _last_user_text(first_llm.input_messages)
+        return last_user_text(first_llm.input_messages)
     return None
 
 

@@ -69,6 +69,18 @@ class AgentStep(_Model):
     """Problems met while reading this step's spans (malformed JSON, ...)."""
 
 
+def step_texts(text: str | None, reasoning: str | None, has_calls: bool) -> tuple[str | None, str | None]:
+    """An ``AgentStep``'s (thought, output) from its model call's output text and reasoning.
+
+    A turn that calls tools thinks (its reasoning, then its text); one that calls none answers.
+    """
+    if not has_calls:
+        return reasoning or None, text
+    if reasoning:
+        return (f"{reasoning}\n{text}" if text else reasoning), None
+    return text or None, None
+
+
 class ConversationTurn(_Model):
     """An earlier agent run of the same conversation, as later runs' evaluators see it."""
 

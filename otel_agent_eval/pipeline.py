@@ -30,15 +30,13 @@ from .dialects import is_genai
 from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
 from .logs import join_log_records
-from .records import LogRecordData, SpanRecord, from_readable_span, raw_attributes
+from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import AdmissionRate, Sampler
 from .stats import LogOnce, PipelineStats
 
 _logger = logging.getLogger("otel_agent_eval")
 
 TICK_SECONDS = 0.1
-OWN_SCOPE = "otel_agent_eval"
-"""Instrumentation scope of everything the product emits (see ``sinks/otel.py``)."""
 MAX_ABANDONED_WORKERS = 8
 REJECTED_MEMORY = 10
 """Rejected trace ids remembered per generation, in multiples of ``max_buffered_traces``."""

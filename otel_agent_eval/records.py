@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+OWN_SCOPE = "otel_agent_eval"
+"""Instrumentation scope of everything the product emits (see ``sinks/otel.py``): never assembled."""
+
 STATUS_UNSET = "UNSET"
 STATUS_OK = "OK"
 STATUS_ERROR = "ERROR"

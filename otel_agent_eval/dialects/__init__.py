@@ -50,9 +50,14 @@ def is_genai(attributes: Mapping[str, Any] | None) -> bool:
     return False
 
 
+def detected_dialects(record: SpanRecord) -> list[Any]:
+    """The dialect modules whose attributes the span carries, in ``DIALECTS`` order."""
+    return [dialect for dialect in DIALECTS if dialect.detect(record)]
+
+
 def read_operation(record: SpanRecord) -> Operation | None:
     """Read a span as a GenAI operation, or None when no dialect recognises it."""
-    detected = [dialect for dialect in DIALECTS if dialect.detect(record)]
+    detected = detected_dialects(record)
     if not detected:
         return None
     kind = None
@@ -100,6 +105,6 @@ def read_subgraph_agent(record: SpanRecord) -> Operation:
 
 
 __all__ = [
-    "Message", "Operation", "RequestedCall", "GENAI_MARKERS", "graph_namespace", "is_genai", "read_operation",
-    "read_subgraph_agent",
+    "Message", "Operation", "RequestedCall", "GENAI_MARKERS", "detected_dialects", "graph_namespace", "is_genai",
+    "read_operation", "read_subgraph_agent",
 ]

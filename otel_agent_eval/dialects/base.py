@@ -133,12 +133,29 @@ class Operation:
         return [call for msg in self.output_messages or () for call in msg.tool_calls]
 
     def output_text(self) -> str | None:
-        texts = [msg.text for msg in self.output_messages or () if msg.text]
-        return "\n".join(texts) if texts else None
+        return output_text(self.output_messages)
 
     def reasoning_text(self) -> str | None:
-        texts = [r for msg in self.output_messages or () for r in msg.reasoning]
-        return "\n".join(texts) if texts else None
+        return reasoning_text(self.output_messages)
+
+
+def output_text(messages: list[Message] | None) -> str | None:
+    """The text of the messages, one line per message that has any."""
+    texts = [msg.text for msg in messages or () if msg.text]
+    return "\n".join(texts) if texts else None
+
+
+def reasoning_text(messages: list[Message] | None) -> str | None:
+    texts = [r for msg in messages or () for r in msg.reasoning]
+    return "\n".join(texts) if texts else None
+
+
+def last_user_text(messages: list[Message] | None) -> str | None:
+    """The last user message's text: the task an agent or a model call was given."""
+    for message in reversed(messages or []):
+        if message.role == "user" and message.text:
+            return message.text
+    return None
 
 
 MAX_DEPTH = 64
@@ -257,6 +274,12 @@ def first_str(attrs: Any, *keys: str) -> str | None:
 
 def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> TokenUsage | None:
     """Token usage from the first present key of each list; None when neither is there."""
+    counts = token_counts(attrs, input_keys, output_keys)
+    return None if counts is None else TokenUsage(input_tokens=counts[0], output_tokens=counts[1])
+
+
+def token_counts(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> tuple[int, int] | None:
+    """``usage_from`` as (input, output) counts, without making a model."""
     input_tokens = output_tokens = None
     for key in input_keys:
         if key in attrs:
@@ -268,7 +291,7 @@ def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, 
             break
     if input_tokens is None and output_tokens is None:
         return None
-    return TokenUsage(input_tokens=input_tokens or 0, output_tokens=output_tokens or 0)
+    return input_tokens or 0, output_tokens or 0
 
 
 def text_of(value: Any) -> str | None:

@@ -26,7 +26,8 @@ from opentelemetry._logs import LogRecord, LoggerProvider, SeverityNumber, get_l
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from ..model import EvalResult
-from ..pipeline import OWN_SCOPE, EvaluatedTrace
+from ..pipeline import EvaluatedTrace
+from ..records import OWN_SCOPE
 
 SCOPE_NAME = OWN_SCOPE
 EVENT_NAME = "gen_ai.evaluation.result"

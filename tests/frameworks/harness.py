@@ -13,9 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_agent_eval import AgentStep, AgentTrace, TokenUsage, ToolCall, assemble
 from otel_agent_eval.logs import event_name_of, join_log_records, log_record_data
 from otel_agent_eval.pipeline import EvaluatedTrace
-from otel_agent_eval.records import LogRecordData, from_readable_span
-
-OWN_SCOPE = "otel_agent_eval"
+from otel_agent_eval.records import OWN_SCOPE, LogRecordData, from_readable_span
 
 
 class RecordingSink:
