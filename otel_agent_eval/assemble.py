@@ -71,6 +71,7 @@ from .dialects.base import (
 )
 from .model import AgentTrace, step_texts
 from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
+from .semconv_run import assemble_semconv_run
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering a tool span after the LLM span that requested it."""
@@ -92,7 +93,8 @@ def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
         by_trace[record.trace_id].setdefault(record.span_id, record)  # duplicate ids: first wins
     traces: list[AgentTrace] = []
     for records in by_trace.values():
-        traces.extend(_TraceAssembly(records).run())
+        common = assemble_semconv_run(records)  # the commonest shape, in one pass; None for any other
+        traces.extend([common] if common is not None else _TraceAssembly(records).run())
     return traces
 
 

@@ -56,17 +56,19 @@ arguments = st.dictionaries(
     st.one_of(st.integers(-1000, 1000), st.text(max_size=8), st.booleans()),
     max_size=3,
 )
-call = st.tuples(st.sampled_from(TOOL_NAMES), arguments, st.booleans())  # name, args, has id
-turn = st.tuples(
-    st.lists(call, min_size=0, max_size=4),
-    st.sampled_from(PLACEMENTS),
-    st.permutations(range(4)),  # tool start order within the turn
-    st.booleans(),  # parallel (all tools overlap) or sequential
-)
 
 
 @st.composite
-def agent_traces(draw: st.DrawFn) -> Generated:
+def agent_traces(
+    draw: st.DrawFn, placements: tuple[str, ...] = PLACEMENTS, has_id: st.SearchStrategy[bool] = st.booleans()
+) -> Generated:
+    call = st.tuples(st.sampled_from(TOOL_NAMES), arguments, has_id)  # name, args, has id
+    turn = st.tuples(
+        st.lists(call, min_size=0, max_size=4),
+        st.sampled_from(placements),
+        st.permutations(range(4)),  # tool start order within the turn
+        st.booleans(),  # parallel (all tools overlap) or sequential
+    )
     turns = draw(st.lists(turn, min_size=1, max_size=6))
     final_text = draw(st.text(min_size=1, max_size=20).filter(str.strip))
     next_id = iter(range(2, 10_000))
