@@ -24,9 +24,10 @@ equal on every trace the test suite assembles and on generated traces.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
-from .dialects import detected_dialects, semconv
+from .dialects import DIALECTS, semconv
 from .dialects.base import (
     AGENT,
     LLM,
@@ -49,12 +50,13 @@ from .dialects.base import (
 from .model import AgentTrace, step_texts
 from .records import OWN_SCOPE, SpanRecord, span_id_hex, trace_id_hex
 
+_OTHER_DIALECTS = tuple(dialect for dialect in DIALECTS if dialect is not semconv)
+_CONTENT_KEYS = frozenset(semconv.CONTENT_KEYS)
+"""On a tool span: its content recorded as messages (Strands latest mode), which the general path reads."""
+_START_ORDER = attrgetter("start_time_unix_nano", "span_id")
+"""Start time, then span id, as the general path orders operations (``assemble._start_order``)."""
 _AGENT_NAME_PREFIXES = ("invoke_agent", "agent_run", "create_agent")
 """Span-name prefixes whose subject names the agent (as ``read_operation`` reads them)."""
-
-
-def _start_order(record: SpanRecord) -> tuple[int, int]:
-    return record.start_time_unix_nano, record.span_id
 
 
 def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None:
@@ -65,10 +67,14 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
     for record in records.values():
         if record.scope_name == OWN_SCOPE:
             continue
-        dialects = detected_dialects(record)
-        if not dialects:
-            continue
-        if len(dialects) > 1 or dialects[0] is not semconv or record.events:
+        if not semconv.detect(record):
+            if any(dialect.detect(record) for dialect in _OTHER_DIALECTS):
+                return None
+            continue  # no GenAI span: ancestry only
+        for dialect in _OTHER_DIALECTS:
+            if dialect.detect(record):
+                return None
+        if record.events:
             return None
         kind = semconv.kind(record)
         if kind == LLM:
@@ -93,8 +99,8 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
             return None
         seen.add(current)
         current = records[current].parent_span_id
-    llms.sort(key=_start_order)
-    tools.sort(key=_start_order)
+    llms.sort(key=_START_ORDER)
+    tools.sort(key=_START_ORDER)
 
     issues: list[str] = []  # any issue declines the trace: the general path reports it
     steps: list[dict[str, Any]] = []
@@ -123,16 +129,16 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
         for message in outputs:
             for call in message.tool_calls:
                 call_id = call.call_id
+                if call_id in open_calls:
+                    if open_calls[call_id][0] is step:
+                        continue  # asked twice in one output: one call
+                    return None  # asked again by a later turn: the general path decides which ran
                 fields = {
                     "name": call.name, "arguments": call.arguments, "result": None, "error": None, "call_id": call_id,
                     "span_id": None, "start_time_unix_nano": None, "end_time_unix_nano": None,
                     "requested": True, "executed": False,
                 }
                 if call_id is not None:
-                    if any(c["call_id"] == call_id for c in step_calls):
-                        continue  # asked twice in one output: one call
-                    if call_id in open_calls:
-                        return None  # asked again by a later turn: the general path decides which ran
                     open_calls[call_id] = (step, fields)
                 step_calls.append(fields)
         step["thought"], step["output"] = step_texts(output_text(outputs), reasoning_text(outputs), bool(step_calls))
@@ -146,15 +152,15 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
 
     for record in tools:
         attrs = record.attributes
-        if any(key in attrs for key in semconv.CONTENT_KEYS):
+        if not _CONTENT_KEYS.isdisjoint(attrs):
             return None  # content as messages (Strands latest mode)
         ids = semconv.call_ids(attrs.get("gen_ai.tool.call.id"))
         if len(ids) != 1 or ids[0] not in open_calls:
             return None
         step, call = open_calls.pop(ids[0])
         result = attrs.get("gen_ai.tool.call.result")
-        if not present(result) or first_str(attrs, "gen_ai.provider.name", "gen_ai.system") == semconv.STRANDS:
-            return None
+        if not present(result) or semconv.STRANDS in (attrs.get("gen_ai.provider.name"), attrs.get("gen_ai.system")):
+            return None  # Strands' Bedrock-block results: the general path unwraps them
         arguments = attrs.get("gen_ai.tool.call.arguments")
         if present(arguments):
             arguments = unwrap_tool_payload(parse_json_value(arguments, "gen_ai.tool.call.arguments", issues))
@@ -164,11 +170,12 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
         result = unwrap_tool_payload(maybe_json(result, "gen_ai.tool.call.result", issues))
         if issues or result is None:
             return None
-        span_id = span_id_hex(record.span_id)
-        call.update(
-            result=result, error=span_error(record), span_id=span_id, executed=True,
-            start_time_unix_nano=record.start_time_unix_nano, end_time_unix_nano=record.end_time_unix_nano,
-        )
+        call["result"] = result
+        call["error"] = span_error(record)
+        call["span_id"] = span_id = span_id_hex(record.span_id)
+        call["executed"] = True
+        call["start_time_unix_nano"] = record.start_time_unix_nano
+        call["end_time_unix_nano"] = record.end_time_unix_nano
         step["span_ids"].append(span_id)
 
     attrs = agent.attributes

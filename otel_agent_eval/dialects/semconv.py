@@ -230,7 +230,8 @@ def chat_parts(item: dict[str, Any]) -> list[dict[str, Any]]:
 
 def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Message:
     """One message; ``item`` is plain (as ``parse_json_value`` returns it)."""
-    message = Message(role=str(item.get("role") or "unknown"))
+    role = item.get("role")
+    message = Message(role=role if type(role) is str and role else str(role or "unknown"))
     parts = item.get("parts")
     if parts is None:
         parts = chat_parts(item)
@@ -256,7 +257,9 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
             arguments = part.get("arguments")
             if isinstance(arguments, str):  # else already plain: messages come from parse_json_value
                 arguments = parse_json_value(arguments, f"{attribute} tool_call arguments", issues)
-            message.tool_calls.append(RequestedCall(str(name), arguments, _last_call_id(part.get("id"))))
+            call_id = part.get("id")
+            call_id = (call_id.strip() or None) if type(call_id) is str else _last_call_id(call_id)
+            message.tool_calls.append(RequestedCall(name if type(name) is str else str(name), arguments, call_id))
         elif kind == "tool_call_response":
             result = part["response"] if "response" in part else part.get("result")
             message.tool_results.append((_last_call_id(part.get("id")), result))

@@ -84,8 +84,13 @@ def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalRes
     """
     try:
         results = evaluator.evaluate(trace)
-        if not isinstance(results, list) or not all(isinstance(r, EvalResult) for r in results):
+        if not isinstance(results, list):
             raise TypeError(f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got {type(results).__name__}")
+        for result in results:  # a loop, not all(): this runs for every evaluator on every trace
+            if not isinstance(result, EvalResult):
+                raise TypeError(
+                    f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got a {type(result).__name__} in it"
+                )
         return results, False
     except Exception as exc:
         return [evaluator.error(trace, f"{type(exc).__name__}: {exc}"[:500], "exception")], True
