@@ -43,7 +43,11 @@ Algorithm (see docs/architecture.md, "Assembly"):
 
 The common shape (one agent span with nothing above it, every model and tool call its
 child, at least one tool call) takes a shortcut (``_lone_agent``) past the parts of
-rules 2-4 that cannot apply to it; the result is the same.
+rules 2-4 that cannot apply to it; the result is the same. When such a trace is plain
+GenAI semconv (no other dialect, no span events), every tool span names the call id of
+an open requested call and records its result, and nothing needs reporting, it is read
+in one pass instead (``semconv_run``: no ``Operation``, drafts or back-fills), again to
+the same result; any other trace takes the general path.
 """
 
 from __future__ import annotations

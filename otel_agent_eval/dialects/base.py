@@ -141,7 +141,7 @@ class Operation:
 
 def output_text(messages: list[Message] | None) -> str | None:
     """The text of the messages, one line per message that has any."""
-    texts = [msg.text for msg in messages or () if msg.text]
+    texts = [text for msg in messages or () if (text := msg.text)]
     return "\n".join(texts) if texts else None
 
 
@@ -188,6 +188,11 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
     text = value.strip()
     if not text or text[0] not in "[{\"0123456789-tfn":
         return value
+    return _decode(value, text, attribute, issues)
+
+
+def _decode(value: str, text: str, attribute: str, issues: list[str]) -> Any:
+    """``text`` (``value`` stripped, starting like JSON) decoded, else ``value`` with an issue."""
     if len(text) > MAX_JSON_CHARS:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
@@ -207,8 +212,9 @@ def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
 
     Plain text such as ``3 results`` stays text instead of being reported as malformed JSON.
     """
-    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
-        return parse_json_value(value, attribute, issues)
+    if isinstance(value, str):
+        text = value.strip()
+        return _decode(value, text, attribute, issues) if text[:1] in ("[", "{") else value
     return plain(value)
 
 
