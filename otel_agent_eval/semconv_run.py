@@ -1,9 +1,9 @@
-"""The commonest trace, assembled in one pass: one GenAI semconv agent run.
+"""A plain GenAI semconv agent run, assembled in one pass.
 
-Most agent traces are one ``invoke_agent`` span whose children are its ``chat``
-and ``execute_tool`` spans, each tool span naming the call id it ran. For them
-the assembly rules (``assemble.py``) reduce to: one step per model call in start
-order; each tool span fills the requested call of its id. The general path reads
+In the GenAI semantic conventions an agent run is typically one ``invoke_agent`` span
+whose children are its ``chat`` and ``execute_tool`` spans, each tool span naming the
+call id it ran. For such a trace the assembly rules (``assemble.py``) reduce to: one
+step per model call in start order; each tool span fills the requested call of its id. The general path reads
 every span through every dialect into an ``Operation``, then drafts, indexes and
 back-fills: for this shape that machinery costs more than the reading itself
 (docs/performance.md, "Pipeline"). Here the spans are read once, straight into
@@ -17,8 +17,9 @@ child of the agent span, an operation above the agent span, a model call with no
 output messages, a tool span without exactly one call id or whose id no earlier
 turn asked for (still open), a tool span without a result (the general path
 back-fills it) or with message content, and any reading issue (malformed JSON:
-the general path reports it). ``tests/test_semconv_run.py`` holds the two paths
-equal on every trace the test suite assembles and on generated traces.
+the general path reports it). ``tests/test_assembly_perf_semconv_run.py`` holds the
+two paths equal on chosen and generated traces, and ``tests/conftest.py`` on every
+trace the test suite assembles.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
-from .dialects import DIALECTS, semconv
+from .dialects import AGENT_NAME_PREFIXES, DIALECTS, semconv
 from .dialects.base import (
     AGENT,
     LLM,
@@ -55,8 +56,6 @@ _CONTENT_KEYS = frozenset(semconv.CONTENT_KEYS)
 """On a tool span: its content recorded as messages (Strands latest mode), which the general path reads."""
 _START_ORDER = attrgetter("start_time_unix_nano", "span_id")
 """Start time, then span id, as the general path orders operations (``assemble._start_order``)."""
-_AGENT_NAME_PREFIXES = ("invoke_agent", "agent_run", "create_agent")
-"""Span-name prefixes whose subject names the agent (as ``read_operation`` reads them)."""
 
 
 def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None:
@@ -200,7 +199,7 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
         trace_id=trace_id_hex(agent.trace_id),
         agent_span_id=span_id_hex(key),
         agent_name=(
-            as_str(attrs.get("gen_ai.agent.name")) or span_name_subject(agent.name, *_AGENT_NAME_PREFIXES) or agent.name
+            as_str(attrs.get("gen_ai.agent.name")) or span_name_subject(agent.name, *AGENT_NAME_PREFIXES) or agent.name
         ),
         conversation_id=as_str(attrs.get("gen_ai.conversation.id")) or conversation_id,
         input=task,

@@ -40,6 +40,10 @@ GENAI_MARKERS: tuple[str, ...] = tuple(
 )
 
 
+AGENT_NAME_PREFIXES = ("invoke_agent", "agent_run", "create_agent")
+"""Span-name prefixes whose subject names the agent when no attribute does (``invoke_agent support``)."""
+
+
 def is_genai(attributes: Mapping[str, Any] | None) -> bool:
     """True when the attributes carry any dialect's GenAI marker (hot path: O(1))."""
     if not attributes:
@@ -50,14 +54,9 @@ def is_genai(attributes: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def detected_dialects(record: SpanRecord) -> list[Any]:
-    """The dialect modules whose attributes the span carries, in ``DIALECTS`` order."""
-    return [dialect for dialect in DIALECTS if dialect.detect(record)]
-
-
 def read_operation(record: SpanRecord) -> Operation | None:
     """Read a span as a GenAI operation, or None when no dialect recognises it."""
-    detected = detected_dialects(record)
+    detected = [dialect for dialect in DIALECTS if dialect.detect(record)]
     if not detected:
         return None
     kind = None
@@ -76,7 +75,7 @@ def read_operation(record: SpanRecord) -> Operation | None:
     for dialect in detected:
         dialect.extract(record, op)
     if op.kind == AGENT and not op.agent_name:
-        op.agent_name = span_name_subject(record.name, "invoke_agent", "agent_run", "create_agent")
+        op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
     return op
 
 
@@ -105,6 +104,6 @@ def read_subgraph_agent(record: SpanRecord) -> Operation:
 
 
 __all__ = [
-    "Message", "Operation", "RequestedCall", "GENAI_MARKERS", "detected_dialects", "graph_namespace", "is_genai",
+    "AGENT_NAME_PREFIXES", "Message", "Operation", "RequestedCall", "GENAI_MARKERS", "graph_namespace", "is_genai",
     "read_operation", "read_subgraph_agent",
 ]
