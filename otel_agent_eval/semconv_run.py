@@ -66,13 +66,11 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
     for record in records.values():
         if record.scope_name == OWN_SCOPE:
             continue
-        if not semconv.detect(record):
-            if any(dialect.detect(record) for dialect in _OTHER_DIALECTS):
-                return None
-            continue  # no GenAI span: ancestry only
         for dialect in _OTHER_DIALECTS:
             if dialect.detect(record):
                 return None
+        if not semconv.detect(record):
+            continue  # no GenAI span: ancestry only
         if record.events:
             return None
         kind = semconv.kind(record)
