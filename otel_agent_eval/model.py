@@ -119,6 +119,9 @@ class AgentTrace(_Model):
     """True when ``agent_span_id`` names a span that is not in the trace (dropped, sent to
     another replica by a ring change, still open at max age): the run is what was under it."""
     issues: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Where the run came from: resource attributes (``service.name``, ``service.version``,
+    ``deployment.environment.name``) plus the agent span's own attributes. For evaluators."""
 
     @property
     def duration_s(self) -> float:
@@ -147,6 +150,10 @@ class EvalResult(_Model):
     """The evaluated span (the agent span, or the local root)."""
     agent_name: str = "unknown"
     result_id: str = ""
+    reason: str | None = None
+    """Why a result is ``skipped`` or ``error``: a short code from a small fixed set
+    (``not_applicable``, ``timeout``, ``judge_unavailable``, ...), a metric label. None
+    for pass and fail."""
 
 
 def result_id(

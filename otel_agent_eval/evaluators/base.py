@@ -40,16 +40,19 @@ class Evaluator(ABC):
         label = "pass" if score >= self.threshold else "fail"
         return self._result(trace, label, score, explanation, details)
 
-    def skipped(self, trace: AgentTrace, explanation: str, details: dict[str, Any] | None = None) -> EvalResult:
-        """The evaluator does not apply: neither a pass nor a fail."""
-        return self._result(trace, "skipped", None, explanation, details)
+    def skipped(
+        self, trace: AgentTrace, explanation: str, details: dict[str, Any] | None = None, *, reason: str = "not_applicable"
+    ) -> EvalResult:
+        """The evaluator does not apply: neither a pass nor a fail. ``reason`` is a metric label."""
+        return self._result(trace, "skipped", None, explanation, {**(details or {}), "reason": reason}, reason)
 
     def error(self, trace: AgentTrace, explanation: str, reason: str, details: dict[str, Any] | None = None) -> EvalResult:
-        """The evaluator could not decide (it raised, timed out, its judge failed)."""
-        return self._result(trace, "error", None, explanation, {**(details or {}), "reason": reason})
+        """The evaluator could not decide (it raised, timed out, its judge failed). ``reason`` is a metric label."""
+        return self._result(trace, "error", None, explanation, {**(details or {}), "reason": reason}, reason)
 
     def _result(
-        self, trace: AgentTrace, label: str, score: float | None, explanation: str, details: dict[str, Any] | None
+        self, trace: AgentTrace, label: str, score: float | None, explanation: str, details: dict[str, Any] | None,
+        reason: str | None = None,
     ) -> EvalResult:
         details = dict(details or {})
         if label in ("pass", "fail"):
@@ -64,6 +67,7 @@ class Evaluator(ABC):
             trace_id=trace.trace_id,
             span_id=trace.agent_span_id,
             agent_name=trace.agent_name,
+            reason=reason,
             result_id=result_id(
                 trace.trace_id, trace.agent_span_id, self.name, self.version, self.result_key(), trace.partial
             ),

@@ -156,7 +156,7 @@ class ToolCallAccuracy(Evaluator):
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         rule = self.rule_for(trace)
         if rule is None or (rule.expected_tools is None and not rule.forbidden_tools):
-            return [self.skipped(trace, f"no tool-call expectation for agent {trace.agent_name!r}")]
+            return [self.skipped(trace, f"no tool-call expectation for agent {trace.agent_name!r}", reason="no_expectation")]
         actual = trace.tool_calls
         names = [call.name for call in actual]
         forbidden = sorted({n for n in names if n in rule.forbidden_tools})

@@ -90,6 +90,6 @@ class StepBudget(Evaluator):
         steps = len(trace.steps)
         details = {"steps": steps, "max_steps": self.max_steps}
         if steps == 0:
-            return [self.skipped(trace, "no LLM turn recorded", details)]
+            return [self.skipped(trace, "no LLM turn recorded", details, reason="no_steps")]
         score = min(1.0, self.max_steps / steps)
         return [self.scored(trace, score, f"{steps} steps (budget {self.max_steps})", details)]

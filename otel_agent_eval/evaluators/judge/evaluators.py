@@ -64,7 +64,7 @@ class JudgeEvaluator(Evaluator):
     # -- the flow --------------------------------------------------------------
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         if not trace.content_captured:
-            return [self.skipped(trace, "message content was not captured; nothing to judge")]
+            return [self.skipped(trace, "message content was not captured; nothing to judge", reason="content_not_captured")]
         reason = self.applies(trace)
         if reason:
             return [self.skipped(trace, reason)]
@@ -81,7 +81,7 @@ class JudgeEvaluator(Evaluator):
             return [self.error(trace, f"trace does not fit the judge budget even aggregated ({view.chars} chars)", "trace_too_large", details)]
         questions = self.questions(trace, view)
         if not questions:
-            return [self.skipped(trace, "nothing to ask about in the part of the trace shown", details)]
+            return [self.skipped(trace, "nothing to ask about in the part of the trace shown", details, reason="nothing_to_ask")]
         details["questions"] = [{"id": q.id, "question": q.text, "expected": q.expected} for q in questions]
         try:
             reply = self.judge.ask(
@@ -94,7 +94,7 @@ class JudgeEvaluator(Evaluator):
                 expected_output_tokens=40 * len(questions),
             )
         except BudgetExhausted as exc:
-            return [self.skipped(trace, str(exc), {**details, "reason": "budget_exhausted"})]
+            return [self.skipped(trace, str(exc), details, reason="budget_exhausted")]
         except JudgeError as exc:
             return [self.error(trace, str(exc), exc.reason, {**details, **exc.details})]
         except Exception as exc:  # a bug here must not look like a judge verdict, nor escape
