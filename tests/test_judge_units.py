@@ -106,7 +106,7 @@ QS = [Question("done", "Done?", "yes"), Question("failed", "Failed?", "no")]
 def test_schema_is_strict_and_lists_every_question() -> None:
     schema = qag.answer_schema(QS)
     assert schema["required"] == ["done", "failed"] and schema["additionalProperties"] is False
-    assert schema["properties"]["done"]["properties"]["answer"]["enum"] == ["yes", "no"]
+    assert schema["properties"]["done"]["properties"]["answer"]["enum"] == ["yes", "no", "unknown"]
 
 
 @pytest.mark.parametrize("content", [
@@ -138,6 +138,55 @@ def test_strict_parser_rejects_the_rest(content: str, reason: str) -> None:
 def test_score_counts_negated_questions_by_expected_answer() -> None:
     answers = {"done": {"answer": "yes", "reason": ""}, "failed": {"answer": "yes", "reason": ""}}
     assert qag.score(QS, answers) == 0.5
+
+
+@pytest.mark.parametrize("content", [
+    '{"done": {"answer": "unknown", "reason": "no result shown"}, "failed": {"answer": "no", "reason": "r"}}',
+    '{"done": "Unknown.", "failed": false}',
+])
+def test_parser_accepts_unknown(content: str) -> None:
+    answers = qag.parse_answers(content, QS)
+    assert {k: v["answer"] for k, v in answers.items()} == {"done": "unknown", "failed": "no"}
+
+
+def _answers(**given: str) -> dict[str, dict[str, str]]:
+    return {qid: {"answer": answer, "reason": f"because {qid}"} for qid, answer in given.items()}
+
+
+CRITICAL = [Question("done", "Done?", "yes", critical=True), Question("failed", "Failed?", "no", critical=True),
+            Question("clear", "Clear?", "yes"), Question("sourced", "Sourced?", "yes")]
+
+
+def test_a_critical_miss_fails_whatever_the_share() -> None:
+    verdict = qag.verdict(CRITICAL, _answers(done="yes", failed="yes", clear="yes", sourced="yes"))
+    assert verdict.score == 0.75 and verdict.critical_misses == ("failed",)
+    assert not verdict.passed(0.5) and "critical: failed" in verdict.explanation
+    fine = qag.verdict(CRITICAL, _answers(done="yes", failed="no", clear="no", sourced="yes"))
+    assert fine.score == 0.75 and fine.passed(0.75) and not fine.passed(0.8)
+
+
+def test_unknown_answers_leave_the_denominator_and_are_reported() -> None:
+    verdict = qag.verdict(CRITICAL, _answers(done="yes", failed="unknown", clear="no", sourced="unknown"))
+    assert verdict.score == 0.5 and verdict.unknown == ("failed", "sourced") and verdict.misses == ("clear",)
+    assert not verdict.insufficient and "2 unknown" in verdict.explanation
+    assert verdict.describe() == {"misses": ["clear"], "critical_misses": [], "unknown": ["failed", "sourced"]}
+
+
+@pytest.mark.parametrize(("given", "insufficient"), [
+    ({"done": "unknown", "failed": "unknown", "clear": "yes", "sourced": "yes"}, True),  # every critical one
+    ({"done": "unknown", "failed": "unknown", "clear": "unknown", "sourced": "unknown"}, True),  # every one
+    ({"done": "unknown", "failed": "no", "clear": "yes", "sourced": "yes"}, False),
+])
+def test_insufficient_evidence(given: dict[str, str], insufficient: bool) -> None:
+    verdict = qag.verdict(CRITICAL, _answers(**given))
+    assert verdict.insufficient is insufficient
+    assert ("not enough evidence" in verdict.explanation) is insufficient
+
+
+def test_without_critical_questions_only_all_unknown_is_insufficient() -> None:
+    assert not qag.verdict(QS, _answers(done="unknown", failed="no")).insufficient
+    all_unknown = qag.verdict(QS, _answers(done="unknown", failed="unknown"))
+    assert all_unknown.insufficient and all_unknown.score is None
 
 
 # --- rendering (large traces) ---------------------------------------------------------------------
