@@ -31,7 +31,7 @@ from .render import JudgeView, call_label, clip, render_trace
 from .schema_check import check_call, tool_schemas
 
 MAX_ITEM_QUESTIONS = 40
-"""Per-step, per-call or per-fact questions asked at most (the first ones shown); ``answers`` lists what was asked."""
+"""Per-step, per-call or per-fact questions asked at most, whole items only (the first ones shown); ``answers`` lists what was asked."""
 
 
 class JudgeEvaluator(Evaluator):
