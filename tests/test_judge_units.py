@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_agent_eval.config import ConfigError
 from otel_agent_eval.evaluators.judge import qag
@@ -321,3 +323,26 @@ def test_docs_variable_table_is_in_sync() -> None:
     from pathlib import Path
 
     assert settings_table() in (Path(__file__).resolve().parent.parent / "docs" / "judge.md").read_text()
+
+
+# --- verdict properties ----------------------------------------------------------------------------
+
+_questions = st.lists(
+    st.builds(Question, id=st.just(""), text=st.just("?"), expected=st.sampled_from(["yes", "no"]), critical=st.booleans()),
+    min_size=1, max_size=8,
+).map(lambda qs: [Question(f"q{n}", q.text, q.expected, q.critical) for n, q in enumerate(qs)])
+
+
+@given(_questions, st.data(), st.floats(0.0, 1.0))
+def test_verdict_properties(questions: list[Question], data: st.DataObject, threshold: float) -> None:
+    given_answers = {q.id: data.draw(st.sampled_from(["yes", "no", "unknown"])) for q in questions}
+    verdict = qag.verdict(questions, _answers(**given_answers))
+    assert qag.verdict(questions, _answers(**{q.id: q.expected for q in questions})).passed(threshold)  # as expected: pass
+    critical_miss = any(q.critical and given_answers[q.id] not in (q.expected, "unknown") for q in questions)
+    if critical_miss:
+        assert not verdict.passed(threshold)
+    known = [q for q in questions if given_answers[q.id] != "unknown"]
+    if known:  # unknowns never count, either way
+        assert verdict.score == sum(given_answers[q.id] == q.expected for q in known) / len(known)
+    assert verdict.insufficient == (not known or any(q.critical for q in questions)
+                                    and all(given_answers[q.id] == "unknown" for q in questions if q.critical))
