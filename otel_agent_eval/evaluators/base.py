@@ -33,12 +33,20 @@ class Evaluator(ABC):
 
     # -- result builders ------------------------------------------------------
     def scored(
-        self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None
+        self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None,
+        *, passed: bool | None = None,
     ) -> EvalResult:
-        """A pass or fail: ``score >= threshold`` passes."""
+        """A pass or fail. By default ``score >= threshold`` passes.
+
+        ``passed`` decides the label when the expectation is more than a share
+        (a critical check missed fails a run whatever its score): the score
+        keeps its partial credit for dashboards, the label says whether the
+        expectation was met.
+        """
         score = min(1.0, max(0.0, float(score)))
-        label = "pass" if score >= self.threshold else "fail"
-        return self._result(trace, label, score, explanation, details)
+        if passed is None:
+            passed = score >= self.threshold
+        return self._result(trace, "pass" if passed else "fail", score, explanation, details)
 
     def skipped(
         self, trace: AgentTrace, explanation: str, details: dict[str, Any] | None = None, *, reason: str = "not_applicable"
