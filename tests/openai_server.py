@@ -52,7 +52,8 @@ reports ``(100 + n, 10 + n)``: predictable numbers for exact assertions).
 - ``tests.fake_openai_server`` (the judge's): change the import to ``tests.openai_server``; the
   names are the same (``FakeOpenAI(default)``, ``script``, ``set_default``, ``reset``,
   ``request_count``, ``max_in_flight``, ``requests[i]["body"]`` / ``["time"]``,
-  ``answer``/``status``/``raw``/``refusal``/``empty``/``slow``, ``Behaviour("no_choices")``).
+  ``answer``/``status``/``raw``/``refusal``/``empty``/``slow``, ``Behaviour("no_choices")``);
+  ``Behaviour("http_garbage")`` is now ``not_json()`` (unknown kinds raise).
 - ``tests.frameworks.openai_server`` (the frameworks'): ``OpenAIServer(Scripted({model: replies}))``
   becomes ``scripted({model: replies})``; ``text``, ``tool_calls``, ``requests[i].api`` / ``.body``
   and ``errors`` are unchanged; ``usage_of(n)`` is ``counted_usage``'s rule.
@@ -85,6 +86,9 @@ UsageRule = Callable[[int, dict[str, Any], str], Usage]
 """(request index, request body, output text) -> usage."""
 
 CREATED = 1_700_000_000
+KINDS = frozenset({
+    "answer", "reply", "refusal", "empty", "no_choices", "status", "not_json", "garbage", "drop", "hang", "unexpected",
+})
 OMIT = "<omit>"
 """An answer that leaves its question out of the judge's reply."""
 
@@ -107,6 +111,10 @@ class Behaviour:
     """None: ``tool_calls`` when there are calls, else ``stop``."""
     model: str | None = None
     """Only requests for this model take the behaviour from the queue (None: any request)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown behaviour kind {self.kind!r}: one of {sorted(KINDS)}")
 
 
 # --- behaviours -----------------------------------------------------------------------------------

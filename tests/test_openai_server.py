@@ -15,7 +15,7 @@ import pytest
 openai = pytest.importorskip("openai")
 
 from tests.openai_server import (  # noqa: E402
-    OMIT, FakeOpenAI, answer, counted_usage, drop, empty, garbage, hang, no_choices, not_json, per_model, raw,
+    OMIT, Behaviour, FakeOpenAI, answer, counted_usage, drop, empty, garbage, hang, no_choices, not_json, per_model, raw,
     refusal, scripted, slow, status, text, tool_calls, unexpected,
 )
 
@@ -251,3 +251,8 @@ def test_sized_usage_grows_with_the_prompt(server: FakeOpenAI, client: Any) -> N
     assert (small.prompt_tokens, big.prompt_tokens) == (11, 1001)
     server.script(text("no usage", usage=False))
     assert chat(client).usage is None
+
+
+def test_unknown_behaviour_kinds_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown behaviour kind 'http_garbage'"):
+        Behaviour("http_garbage")
