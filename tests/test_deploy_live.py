@@ -6,7 +6,7 @@ loaded, all groups at 1s) on free 127.0.0.1 ports, then runs every PromQL expres
 /api/v1/query: each must be valid, and the core ones must return data.
 
 The demo runs with LLM-judge evaluators against the local fake OpenAI-compatible
-server (tests/fake_openai_server.py) in this process: a price (cost), a small
+server (tests/openai_server.py) in this process: a price (cost), a small
 token budget (spent within seconds: budget skips, remaining ratio 0) and an
 unusable answer to every third request (judge errors), so every judge series has
 data too. Without the ``judge`` extra (openai) the demo runs without a judge and
@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from fake_openai_server import FakeOpenAI, answer
+from tests.openai_server import FakeOpenAI, answer
 from test_deploy_assets import (
     CONTRACT_METRICS,
     JUDGE_METRICS,

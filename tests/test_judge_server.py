@@ -15,7 +15,7 @@ from otel_agent_eval.evaluators.judge import (
     TaskCompletion, ToolArgumentAccuracy, ToolCallNecessity, TrajectoryEfficiency, build_judge_evaluators,
 )
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
-from tests.fake_openai_server import Behaviour, FakeOpenAI, answer, empty, raw, refusal, slow, status
+from tests.openai_server import Behaviour, FakeOpenAI, answer, empty, raw, refusal, slow, status
 
 
 @pytest.fixture(scope="module")

@@ -179,7 +179,7 @@ def test_flood_of_100k_traces_stays_within_bounds_counts_every_drop_and_never_bl
 def test_judge_outage_gives_error_results_and_recovery_gives_verdicts_again() -> None:
     pytest.importorskip("openai")
     from otel_agent_eval.evaluators.judge import JudgeClient, JudgeSettings, TaskCompletion
-    from tests.fake_openai_server import FakeOpenAI, answer, status
+    from tests.openai_server import FakeOpenAI, answer, status
 
     with FakeOpenAI() as server:
         settings = JudgeSettings.load(env={
