@@ -1,0 +1,222 @@
+"""Issue 13, items 1, 2 and 9: nothing an evaluator does is evaluated, and by default it stays out of the app's traces.
+
+The app instruments the ``openai`` client with a real instrumentation (the contrib
+``opentelemetry-instrumentation-openai-v2`` with content capture and the latest GenAI
+conventions, or OpenLLMetry's ``opentelemetry-instrumentation-openai``) on its own
+TracerProvider, and the processor is installed on that provider with two judge evaluators
+against a local OpenAI-compatible server, plus a custom evaluator calling the app's instrumented
+client. Before the fix every judge call became a ``chat`` span the app kept, assembled as an
+agent run and judged again, without end.
+
+Each scenario runs the app's agent three times, then flushes the processor ``FLUSH_ROUNDS``
+times: a feedback loop shows up as more evaluations and requests on every round, so the counts
+below are exact and the test ends whatever happens.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
+from prometheus_client import CollectorRegistry
+
+from fake_openai_server import FakeOpenAI
+from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, Settings, install
+from otel_agent_eval.evaluators import build_configured_evaluators
+from otel_agent_eval.records import OWN_SCOPE
+from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from tests.conftest import Telemetry, make_logging
+from tests.frameworks.harness import RecordingSink
+
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+pytest.importorskip("opentelemetry.instrumentation.openai")
+
+from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryInstrumentor  # noqa: E402
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as ContribInstrumentor  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+RUNS = 3
+FLUSH_ROUNDS = 3
+JUDGE_MODEL = "judge-1"
+JUDGE_EVALUATORS = ("task_completion", "trajectory_efficiency")
+TONE_MODEL = "tone-model"
+INSTRUMENTATIONS: dict[str, Callable[[], Any]] = {"openai_v2": ContribInstrumentor, "openllmetry": OpenLLMetryInstrumentor}
+
+
+class ToneCheck(Evaluator):
+    """The usual custom evaluator: asks an LLM through the app's own (instrumented) client."""
+
+    name = "tone_check"
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__()
+        self.client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        self.client.chat.completions.create(
+            model=TONE_MODEL, messages=[{"role": "user", "content": f"Is this polite? {trace.final_output}"}]
+        )
+        return [self.scored(trace, 1.0, "polite")]
+
+
+@dataclass
+class Outcome:
+    telemetry: Telemetry
+    processor: AgentEvalProcessor
+    recorder: RecordingSink
+    app_trace_ids: set[str]
+    requests: list[dict[str, Any]]
+    judge_spans: list[Any]
+
+    def requests_for(self, model: str) -> int:
+        return sum(1 for r in self.requests if r["body"].get("model") == model)
+
+    @property
+    def evaluated_trace_ids(self) -> list[str]:
+        return sorted(e.trace.trace_id for e in self.recorder.evaluated)
+
+    def exported_trace_ids(self) -> set[str]:
+        return {format(s.context.trace_id, "032x") for s in self.telemetry.span_exporter.get_finished_spans()}
+
+
+def _telemetry(sampler: Sampler | None) -> Telemetry:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    logger_provider, log_exporter = make_logging()
+    return Telemetry(provider, exporter, logger_provider, log_exporter)
+
+
+@contextmanager
+def _instrumented(name: str, telemetry: Telemetry) -> Iterator[None]:
+    instrumentor = INSTRUMENTATIONS[name]()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider, logger_provider=telemetry.logger_provider)
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture
+def genai_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Content capture on, latest GenAI conventions: what a user of these instrumentations sets."""
+
+    def set_mode(mode: str) -> None:
+        monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
+        monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_EMIT_EVENT", raising=False)
+
+    set_mode("SPAN_ONLY")
+    return set_mode
+
+
+def run_app(
+    instrumentation: str,
+    *,
+    sampler: Sampler | None = None,
+    judges: tuple[str, ...] = JUDGE_EVALUATORS,
+    tone: bool = True,
+    judge_tracer_provider: Any = None,
+) -> Outcome:
+    """Three agent runs on an instrumented app with the processor installed; flushed ``FLUSH_ROUNDS`` times."""
+    telemetry = _telemetry(sampler)
+    tp = telemetry.tracer_provider
+    with FakeOpenAI() as server, _instrumented(instrumentation, telemetry):
+        env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": JUDGE_MODEL, "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url,
+               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": ",".join(judges)}
+        registry = CollectorRegistry()
+        settings = Settings.load(env, settle_delay_seconds=0.05)
+        evaluators, judge = build_configured_evaluators(
+            settings, registry=registry, env=env if judges else {}, judge_tracer_provider=judge_tracer_provider
+        )
+        if tone:
+            evaluators.append(ToneCheck(server.base_url))
+        processor = install(tp, telemetry.logger_provider, evaluators=evaluators, settings=settings, registry=registry)
+        recorder = RecordingSink()
+        processor.pipeline.sinks.append(recorder)
+        tracer = tp.get_tracer("app")
+        for n in range(RUNS):
+            ScriptedAgent("calc", {"add": lambda a, b: a + b}).run(
+                tracer, f"add {n} and 2", [Turn(None, [("add", {"a": n, "b": 2})]), Turn(str(n + 2))]
+            )
+        app_trace_ids = {format(s.context.trace_id, "032x") for s in telemetry.span_exporter.get_finished_spans()}
+        for _ in range(FLUSH_ROUNDS):
+            assert processor.force_flush(20_000)
+        processor.shutdown()
+        if judge is not None:
+            judge.close()
+        requests = list(server.requests)
+    telemetry.shutdown()
+    return Outcome(telemetry, processor, recorder, app_trace_ids, requests, [])
+
+
+def assert_only_the_app_was_evaluated(outcome: Outcome, judges: tuple[str, ...] = JUDGE_EVALUATORS, tone: bool = True) -> None:
+    assert len(outcome.app_trace_ids) == RUNS
+    assert outcome.evaluated_trace_ids == sorted(outcome.app_trace_ids)
+    assert outcome.requests_for(JUDGE_MODEL) == len(judges) * RUNS  # one request per judge evaluator per run
+    assert outcome.requests_for(TONE_MODEL) == (RUNS if tone else 0)
+    for evaluated in outcome.recorder.evaluated:
+        labels = {r.evaluator: r.label for r in evaluated.results}
+        assert all(labels[name] in ("pass", "fail") for name in judges), labels  # the judge answered
+        assert labels.get("tone_check", "pass") == "pass"
+
+
+# --- default sampler: evaluator-made spans are never recorded, never evaluated -------------------
+
+
+@pytest.mark.parametrize("instrumentation", sorted(INSTRUMENTATIONS))
+def test_judge_and_custom_evaluator_calls_are_never_evaluated_nor_exported(
+    instrumentation: str, genai_env: Callable[[str], None]
+) -> None:
+    outcome = run_app(instrumentation)
+    assert_only_the_app_was_evaluated(outcome)
+    # The app exported its own runs (and our evaluation spans in them), nothing from the evaluators.
+    assert outcome.exported_trace_ids() == outcome.app_trace_ids
+    exported = outcome.telemetry.span_exporter.get_finished_spans()
+    assert [s.name for s in exported if s.name.startswith("chat ") and s.instrumentation_scope.name != "app"] == []
+
+
+# --- a sampler that ignores the parent: recorded and exported, still never evaluated -------------
+
+
+@pytest.mark.parametrize("instrumentation", sorted(INSTRUMENTATIONS))
+def test_with_an_always_on_sampler_evaluator_spans_are_exported_but_never_evaluated(
+    instrumentation: str, genai_env: Callable[[str], None]
+) -> None:
+    outcome = run_app(instrumentation, sampler=ALWAYS_ON)
+    assert_only_the_app_was_evaluated(outcome)
+    evaluator_spans = [
+        s for s in outcome.telemetry.span_exporter.get_finished_spans()
+        if format(s.context.trace_id, "032x") not in outcome.app_trace_ids
+    ]
+    models = {s.attributes.get("gen_ai.request.model") for s in evaluator_spans}
+    assert TONE_MODEL in models  # the sampler recorded the custom evaluator's call: the intake rule is what held
+    dropped = outcome.processor.stats.spans_dropped.get("evaluator_telemetry")
+    assert dropped == sum(1 for s in evaluator_spans if s.attributes.get("gen_ai.request.model"))
+
+
+# --- log records ---------------------------------------------------------------------------------
+
+
+def test_log_records_from_evaluator_calls_are_dropped_at_intake(genai_env: Callable[[str], None]) -> None:
+    """Event-only content: each call emits a details log record with the evaluation context's trace id.
+
+    Log records have no sampler: they reach the app's log exporter (documented), but the
+    processor drops and counts them, and evaluates only the app's runs.
+    """
+    genai_env("EVENT_ONLY")
+    outcome = run_app("openai_v2")
+    assert_only_the_app_was_evaluated(outcome)
+    details = [r.log_record for r in outcome.telemetry.logs()
+               if r.log_record.event_name == "gen_ai.client.inference.operation.details"]
+    evaluator_logs = [r for r in details if format(r.trace_id, "032x") not in outcome.app_trace_ids]
+    assert len(evaluator_logs) == RUNS * (len(JUDGE_EVALUATORS) + 1)
+    assert outcome.processor.stats.log_records_dropped.get("evaluator_telemetry") == len(evaluator_logs)
