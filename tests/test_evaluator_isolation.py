@@ -74,7 +74,6 @@ class Outcome:
     recorder: RecordingSink
     app_trace_ids: set[str]
     requests: list[dict[str, Any]]
-    judge_spans: list[Any]
 
     def requests_for(self, model: str) -> int:
         return sum(1 for r in self.requests if r["body"].get("model") == model)
@@ -126,8 +125,13 @@ def run_app(
     tone: bool = True,
     judge_tracer_provider: Any = None,
 ) -> Outcome:
-    """Three agent runs on an instrumented app with the processor installed; flushed ``FLUSH_ROUNDS`` times."""
+    """Three agent runs on an instrumented app with the processor installed; flushed ``FLUSH_ROUNDS`` times.
+
+    ``judge_tracer_provider="app"``: the judge's spans go to the app's own provider.
+    """
     telemetry = _telemetry(sampler)
+    if judge_tracer_provider == "app":
+        judge_tracer_provider = telemetry.tracer_provider
     tp = telemetry.tracer_provider
     with FakeOpenAI() as server, _instrumented(instrumentation, telemetry):
         env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": JUDGE_MODEL, "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url,
@@ -147,15 +151,16 @@ def run_app(
             ScriptedAgent("calc", {"add": lambda a, b: a + b}).run(
                 tracer, f"add {n} and 2", [Turn(None, [("add", {"a": n, "b": 2})]), Turn(str(n + 2))]
             )
-        app_trace_ids = {format(s.context.trace_id, "032x") for s in telemetry.span_exporter.get_finished_spans()}
+        app_trace_ids = {format(s.context.trace_id, "032x") for s in telemetry.span_exporter.get_finished_spans()
+                         if s.instrumentation_scope.name == "app"}
         for _ in range(FLUSH_ROUNDS):
-            assert processor.force_flush(20_000)
+            assert processor.force_flush(10_000)
         processor.shutdown()
         if judge is not None:
             judge.close()
         requests = list(server.requests)
     telemetry.shutdown()
-    return Outcome(telemetry, processor, recorder, app_trace_ids, requests, [])
+    return Outcome(telemetry, processor, recorder, app_trace_ids, requests)
 
 
 def assert_only_the_app_was_evaluated(outcome: Outcome, judges: tuple[str, ...] = JUDGE_EVALUATORS, tone: bool = True) -> None:
@@ -220,3 +225,85 @@ def test_log_records_from_evaluator_calls_are_dropped_at_intake(genai_env: Calla
     evaluator_logs = [r for r in details if format(r.trace_id, "032x") not in outcome.app_trace_ids]
     assert len(evaluator_logs) == RUNS * (len(JUDGE_EVALUATORS) + 1)
     assert outcome.processor.stats.log_records_dropped.get("evaluator_telemetry") == len(evaluator_logs)
+
+
+# --- the judge's own spans, on request ------------------------------------------------------------
+
+
+def test_judge_spans_go_to_the_provider_given() -> None:
+    judge_tp = TracerProvider()
+    judge_exporter = InMemorySpanExporter()
+    judge_tp.add_span_processor(SimpleSpanProcessor(judge_exporter))
+    outcome = run_app("openai_v2", judge_tracer_provider=judge_tp)
+    assert_only_the_app_was_evaluated(outcome)
+    assert outcome.exported_trace_ids() == outcome.app_trace_ids  # none on the app's provider
+
+    spans = judge_exporter.get_finished_spans()
+    assert len(spans) == len(JUDGE_EVALUATORS) * RUNS  # one per judge request, nothing from the instrumentation
+    agent_spans = {e.trace.agent_span_id for e in outcome.recorder.evaluated}
+    for span in spans:
+        assert span.name == f"chat {JUDGE_MODEL}"
+        assert span.kind.name == "CLIENT"
+        assert span.instrumentation_scope.name == OWN_SCOPE
+        assert span.parent is None
+        attributes = dict(span.attributes)
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert attributes["gen_ai.request.model"] == attributes["gen_ai.response.model"] == JUDGE_MODEL
+        assert attributes["gen_ai.usage.input_tokens"] > 0 and attributes["gen_ai.usage.output_tokens"] > 0
+        assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
+        assert attributes["server.address"] == "127.0.0.1"
+        assert [format(link.context.span_id, "016x") for link in span.links][0] in agent_spans
+    assert sorted(s.attributes["agent_eval.evaluator.name"] for s in spans) == sorted(JUDGE_EVALUATORS * RUNS)
+    judge_tp.shutdown()
+
+
+def test_judge_spans_on_the_apps_own_provider_are_exported_but_never_evaluated() -> None:
+    outcome = run_app("openai_v2", judge_tracer_provider="app", tone=False)
+    assert_only_the_app_was_evaluated(outcome, tone=False)
+    judge_spans = [s for s in outcome.telemetry.span_exporter.get_finished_spans() if s.name == f"chat {JUDGE_MODEL}"]
+    assert len(judge_spans) == len(JUDGE_EVALUATORS) * RUNS
+
+
+def test_a_failed_judge_request_is_an_error_span() -> None:
+    from fake_openai_server import status
+
+    judge_tp = TracerProvider()
+    judge_exporter = InMemorySpanExporter()
+    judge_tp.add_span_processor(SimpleSpanProcessor(judge_exporter))
+    with FakeOpenAI(status(400)) as server:
+        env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": JUDGE_MODEL, "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url,
+               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
+        evaluators, judge = build_configured_evaluators(Settings.load(env), env=env, judge_tracer_provider=judge_tp)
+        trace = AgentTrace(trace_id="1" * 32, agent_span_id="2" * 16, agent_name="calc", input="hi", final_output="hello")
+        from otel_agent_eval.evaluators.base import safe_evaluate
+
+        (result,), _ = safe_evaluate(evaluators[-1], trace)
+        judge.close()
+    assert result.label == "error"
+    (span,) = judge_exporter.get_finished_spans()
+    assert span.status.status_code.name == "ERROR"
+    assert span.attributes["error.type"] == "BadRequestError"
+    judge_tp.shutdown()
+
+
+# --- item 9: the first thing a user tries shows results, or says why not ---------------------------
+
+
+def test_the_processor_says_once_when_results_have_nowhere_to_go(caplog: pytest.LogCaptureFixture) -> None:
+    from opentelemetry import trace as trace_api
+
+    if not isinstance(trace_api.get_tracer_provider(), trace_api.ProxyTracerProvider):
+        pytest.skip("another test set a global tracer provider")
+    caplog.set_level(logging.WARNING, logger="otel_agent_eval")
+    nowhere = AgentEvalProcessor(env={})
+    nowhere.shutdown()
+    warnings = [r.getMessage() for r in caplog.records if "nowhere to go" in r.getMessage()]
+    assert len(warnings) == 1 and "install(provider" in warnings[0]
+
+    caplog.clear()
+    provider = TracerProvider()
+    install(provider, env={}).shutdown()
+    AgentEvalProcessor(env={}, prometheus_port=0).shutdown()
+    assert not [r for r in caplog.records if "nowhere to go" in r.getMessage()]
+    provider.shutdown()
