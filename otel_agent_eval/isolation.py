@@ -24,10 +24,9 @@ threads do not inherit it) nor the thread mark; its spans are an ordinary app's.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
-from collections.abc import Iterator
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from opentelemetry import context as otel_context
@@ -38,10 +37,11 @@ MAX_TRACE_IDS = 4096
 """Evaluation trace ids remembered (about 100 bytes each)."""
 
 _RUN_KEY = otel_context.create_key("otel_agent_eval.evaluation_run")
+_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 
 _lock = threading.Lock()
-_trace_ids: dict[int, None] = {}
-"""Recent evaluation trace ids, oldest first; read without the lock (``in`` on a dict is atomic)."""
+_trace_ids: OrderedDict[int, None] = OrderedDict()
+"""Recent evaluation trace ids, oldest first (O(1) eviction); read without the lock (``in`` is atomic)."""
 _threads: dict[int, int] = {}
 """Idents of threads running an evaluator now, with their nesting depth."""
 
@@ -63,28 +63,34 @@ def _random_id(bits: int, invalid: int) -> int:
     return value
 
 
-@contextlib.contextmanager
-def evaluation_run(run: EvaluationRun) -> Iterator[None]:
-    """Run an evaluator under a non-sampled context of its own, marked as evaluation."""
-    trace_id = _random_id(128, INVALID_TRACE_ID)
-    parent = NonRecordingSpan(
-        SpanContext(trace_id, _random_id(64, INVALID_SPAN_ID), is_remote=False, trace_flags=TraceFlags(TraceFlags.DEFAULT))
-    )
-    ident = threading.get_ident()
-    with _lock:
-        _trace_ids[trace_id] = None
-        if len(_trace_ids) > MAX_TRACE_IDS:
-            del _trace_ids[next(iter(_trace_ids))]
-        _threads[ident] = _threads.get(ident, 0) + 1
-    token = otel_context.attach(otel_context.set_value(_RUN_KEY, run, trace.set_span_in_context(parent)))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_run(run):``
+    """Run an evaluator under a non-sampled context of its own, marked as evaluation.
+
+    A class, not a generator: it is entered for every evaluator on every trace.
+    """
+
+    __slots__ = ("_ident", "_run", "_token")
+
+    def __init__(self, run: EvaluationRun) -> None:
+        self._run = run
+
+    def __enter__(self) -> None:
+        trace_id = _random_id(128, INVALID_TRACE_ID)
+        parent = NonRecordingSpan(SpanContext(trace_id, _random_id(64, INVALID_SPAN_ID), False, _NOT_SAMPLED))
+        self._ident = ident = threading.get_ident()
         with _lock:
-            depth = _threads.pop(ident, 1) - 1
+            _trace_ids[trace_id] = None
+            if len(_trace_ids) > MAX_TRACE_IDS:
+                _trace_ids.popitem(last=False)
+            _threads[ident] = _threads.get(ident, 0) + 1
+        self._token = otel_context.attach(otel_context.set_value(_RUN_KEY, self._run, trace.set_span_in_context(parent)))
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self._token)
+        with _lock:
+            depth = _threads.pop(self._ident, 1) - 1
             if depth:
-                _threads[ident] = depth
+                _threads[self._ident] = depth
 
 
 def is_evaluator_telemetry(trace_id: int | None) -> bool:
