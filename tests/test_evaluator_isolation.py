@@ -23,13 +23,17 @@ from typing import Any
 
 import openai
 import pytest
+from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
-from fake_openai_server import FakeOpenAI
+from fake_openai_server import FakeOpenAI, status
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, Settings, install
 from otel_agent_eval.evaluators import build_configured_evaluators
+from otel_agent_eval.evaluators.base import safe_evaluate
 from otel_agent_eval.records import OWN_SCOPE
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 from tests.conftest import Telemetry, make_logging
@@ -40,8 +44,6 @@ pytest.importorskip("opentelemetry.instrumentation.openai")
 
 from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryInstrumentor  # noqa: E402
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as ContribInstrumentor  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 RUNS = 3
 FLUSH_ROUNDS = 3
@@ -206,6 +208,8 @@ def test_with_an_always_on_sampler_evaluator_spans_are_exported_but_never_evalua
     assert TONE_MODEL in models  # the sampler recorded the custom evaluator's call: the intake rule is what held
     dropped = outcome.processor.stats.spans_dropped.get("evaluator_telemetry")
     assert dropped == sum(1 for s in evaluator_spans if s.attributes.get("gen_ai.request.model"))
+    metrics = generate_latest(outcome.processor.registry).decode()
+    assert f'agent_eval_spans_dropped_total{{reason="evaluator_telemetry"}} {dropped}.0' in metrics
 
 
 # --- log records ---------------------------------------------------------------------------------
@@ -225,6 +229,8 @@ def test_log_records_from_evaluator_calls_are_dropped_at_intake(genai_env: Calla
     evaluator_logs = [r for r in details if format(r.trace_id, "032x") not in outcome.app_trace_ids]
     assert len(evaluator_logs) == RUNS * (len(JUDGE_EVALUATORS) + 1)
     assert outcome.processor.stats.log_records_dropped.get("evaluator_telemetry") == len(evaluator_logs)
+    metrics = generate_latest(outcome.processor.registry).decode()
+    assert f'agent_eval_log_records_dropped_total{{reason="evaluator_telemetry"}} {len(evaluator_logs)}.0' in metrics
 
 
 # --- the judge's own spans, on request ------------------------------------------------------------
@@ -266,8 +272,6 @@ def test_judge_spans_on_the_apps_own_provider_are_exported_but_never_evaluated()
 
 
 def test_a_failed_judge_request_is_an_error_span() -> None:
-    from fake_openai_server import status
-
     judge_tp = TracerProvider()
     judge_exporter = InMemorySpanExporter()
     judge_tp.add_span_processor(SimpleSpanProcessor(judge_exporter))
@@ -276,8 +280,6 @@ def test_a_failed_judge_request_is_an_error_span() -> None:
                "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
         evaluators, judge = build_configured_evaluators(Settings.load(env), env=env, judge_tracer_provider=judge_tp)
         trace = AgentTrace(trace_id="1" * 32, agent_span_id="2" * 16, agent_name="calc", input="hi", final_output="hello")
-        from otel_agent_eval.evaluators.base import safe_evaluate
-
         (result,), _ = safe_evaluate(evaluators[-1], trace)
         judge.close()
     assert result.label == "error"
@@ -291,8 +293,6 @@ def test_a_failed_judge_request_is_an_error_span() -> None:
 
 
 def test_the_processor_says_once_when_results_have_nowhere_to_go(caplog: pytest.LogCaptureFixture) -> None:
-    from opentelemetry import trace as trace_api
-
     if not isinstance(trace_api.get_tracer_provider(), trace_api.ProxyTracerProvider):
         pytest.skip("another test set a global tracer provider")
     caplog.set_level(logging.WARNING, logger="otel_agent_eval")
