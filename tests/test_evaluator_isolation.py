@@ -24,6 +24,7 @@ from typing import Any
 import openai
 import pytest
 from opentelemetry import trace as trace_api
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -31,9 +32,10 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fake_openai_server import FakeOpenAI, status
-from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, Settings, install
+from otel_agent_eval import AgentEvalProcessor, isolation, AgentTrace, EvalResult, Evaluator, Settings, install
 from otel_agent_eval.evaluators import build_configured_evaluators
 from otel_agent_eval.evaluators.base import safe_evaluate
+from otel_agent_eval.isolation import EvaluationRun, evaluation_run, is_evaluator_telemetry
 from otel_agent_eval.records import OWN_SCOPE
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 from tests.conftest import Telemetry, make_logging
@@ -307,3 +309,56 @@ def test_the_processor_says_once_when_results_have_nowhere_to_go(caplog: pytest.
     AgentEvalProcessor(env={}, prometheus_port=0).shutdown()
     assert not [r for r in caplog.records if "nowhere to go" in r.getMessage()]
     provider.shutdown()
+
+
+# --- the thread rule and the bounds --------------------------------------------------------------
+
+
+class FreshRootEvaluator(Evaluator):
+    """Starts a GenAI span in a brand-new root context, as instrumentations that keep their own context do."""
+
+    name = "fresh_root"
+
+    def __init__(self, provider: TracerProvider) -> None:
+        super().__init__()
+        self.tracer = provider.get_tracer("their-instrumentation")
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        with self.tracer.start_as_current_span("chat other", context=Context(), attributes={"gen_ai.operation.name": "chat"}):
+            pass
+        return [self.scored(trace, 1.0, "ok")]
+
+
+def test_spans_in_a_fresh_root_context_on_an_evaluator_thread_are_never_evaluated() -> None:
+    telemetry = _telemetry(None)
+    tp = telemetry.tracer_provider
+    processor = install(tp, evaluators=[FreshRootEvaluator(tp)], settle_delay_seconds=0.05, registry=CollectorRegistry())
+    recorder = RecordingSink()
+    processor.pipeline.sinks.append(recorder)
+    for n in range(RUNS):
+        ScriptedAgent("calc", {"add": lambda a, b: a + b}).run(tp.get_tracer("app"), f"add {n}", [Turn(str(n))])
+    for _ in range(FLUSH_ROUNDS):
+        assert processor.force_flush(10_000)
+    processor.shutdown()
+    telemetry.shutdown()
+    assert len(recorder.evaluated) == RUNS
+    # a root span is sampled by the default sampler, so it is exported; the thread rule keeps it out
+    assert len([s for s in telemetry.span_exporter.get_finished_spans() if s.name == "chat other"]) == RUNS
+    assert processor.stats.spans_dropped.get("evaluator_telemetry") == RUNS
+
+
+def test_the_evaluation_trace_id_memory_is_bounded_and_threads_are_unmarked_after_a_run() -> None:
+    run = EvaluationRun("x", "1" * 32, None)
+    seen = []
+    for _ in range(isolation.MAX_TRACE_IDS + 10):
+        with evaluation_run(run):
+            seen.append(trace_api.get_current_span().get_span_context().trace_id)
+            with evaluation_run(run):  # nested: the thread stays marked until the outer run ends
+                pass
+            assert is_evaluator_telemetry(None)
+            assert isolation.current_run() is run
+    assert not is_evaluator_telemetry(None)
+    assert isolation.current_run() is None
+    assert len(isolation._trace_ids) == isolation.MAX_TRACE_IDS
+    assert not is_evaluator_telemetry(seen[0]) and is_evaluator_telemetry(seen[-1])
+    assert not trace_api.get_current_span().get_span_context().is_valid
