@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fake_openai_server import FakeOpenAI, status
-from otel_agent_eval import AgentEvalProcessor, isolation, AgentTrace, EvalResult, Evaluator, Settings, install
+from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, Settings, install, isolation
 from otel_agent_eval.evaluators import build_configured_evaluators
 from otel_agent_eval.evaluators.base import safe_evaluate
 from otel_agent_eval.isolation import EvaluationRun, evaluation_run, is_evaluator_telemetry
