@@ -28,6 +28,7 @@ from .config import Settings
 from .conversations import ConversationStore
 from .dialects import is_genai
 from .evaluators.base import Evaluator, safe_evaluate
+from .isolation import is_evaluator_telemetry
 from .model import AgentTrace, EvalResult
 from .logs import join_log_records
 from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
@@ -224,14 +225,18 @@ class Pipeline:
         return self._collector is not None and self._collector.is_alive() and not self._stopping
 
     # -- intake (any thread) ---------------------------------------------------
-    def admit(self, trace_id: int) -> bool:
-        """The first GenAI span of a trace not yet kept: keep its trace, or reject it for good. O(1).
+    def admit(self, trace_id: int, *, log: bool = False) -> bool:
+        """The first GenAI span (or ``log`` record) of a trace not yet kept: keep its trace, or reject it. O(1).
 
         Rejected ids are remembered in two generations of ``max_buffered_traces x
         REJECTED_MEMORY`` ids each; a trace that outlives both is decided again by
         the same trace-id rule, which only disagrees if the ratio rose meanwhile.
+        Evaluator-made telemetry (``isolation.py``) is dropped here, item by item.
         """
         if trace_id in self.rejected_traces or trace_id in self.rejected_earlier:
+            return False
+        if is_evaluator_telemetry(trace_id):
+            (self.stats.log_records_dropped if log else self.stats.spans_dropped).inc("evaluator_telemetry")
             return False
         if not self.admission.admits(trace_id):
             self.rejected_traces[trace_id] = None
@@ -254,7 +259,7 @@ class Pipeline:
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
             return
-        if log.trace_id is not None and log.trace_id not in self.active_traces and not self.admit(log.trace_id):
+        if log.trace_id is not None and log.trace_id not in self.active_traces and not self.admit(log.trace_id, log=True):
             return
         self.intake.append(log)
         self.stats.log_records_kept.inc()

@@ -93,7 +93,8 @@ class PipelineStats:
         self.traces_rejected = AtomicCounter()  # new GenAI traces rejected on arrival (admission)
         self.processor_errors = AtomicCounter()
         self.late_spans = AtomicCounter()
-        self.spans_dropped = LabelledCounts()  # (reason,): trace_too_large; intake_full is counted above
+        self.spans_dropped = LabelledCounts()  # (reason,): trace_too_large, evaluator_telemetry; intake_full is counted above
+        self.log_records_dropped = LabelledCounts()  # (reason,): evaluator_telemetry
         self.traces_completed = LabelledCounts()  # (reason,)
         self.sampling = LabelledCounts()  # (decision, reason)
         self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated

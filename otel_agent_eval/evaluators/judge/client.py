@@ -27,6 +27,7 @@ from .limits import AnswerCache, HourlyBudget, TokenBucket, cache_key
 from .metrics import JudgeMetrics
 from .redaction import Redact, Redactor
 from .settings import JudgeSettings
+from .spans import judge_span, judge_tracer
 
 REASONS = (
     "judge_unavailable",       # connection refused, DNS, 5xx after retries, unexpected client failure
@@ -137,6 +138,7 @@ class JudgeClient:
         redact: Redact | None = None,
         http_client: Any = None,
         openai_client: Any = None,
+        tracer_provider: Any = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -154,6 +156,7 @@ class JudgeClient:
         self.tpm = TokenBucket(settings.tokens_per_minute, clock)
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._openai = openai_client if openai_client is not None else self._build_openai(http_client)
+        self.tracer = judge_tracer(tracer_provider)  # judge spans (spans.py): off unless a provider is given
         if metrics is not None:
             metrics.watch_budget(self.budget.remaining_ratio)
 
@@ -257,9 +260,9 @@ class JudgeClient:
             raise JudgeError("judge_timeout", "no free judge slot before the deadline (concurrency limit)")
         started = time.perf_counter()
         try:
-            with suppress_instrumentation():
-                return openai_create(self._openai, self.settings, self.model, system, user, schema,
-                                     timeout=max(0.1, min(self.settings.timeout_seconds, deadline - self.clock())))
+            with suppress_instrumentation(), judge_span(self.tracer, self._openai, self.model, self.settings.temperature) as traced:
+                return traced(openai_create(self._openai, self.settings, self.model, system, user, schema,
+                                            timeout=max(0.1, min(self.settings.timeout_seconds, deadline - self.clock()))))
         except openai.RateLimitError as exc:
             raise _Retry("rate_limited_exhausted", "judge rate limited (429)",
                          retry_after_seconds(exc.response.headers), 429) from None
