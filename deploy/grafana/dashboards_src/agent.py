@@ -10,6 +10,7 @@ from .common import (
     PASS_RATE_MEANS,
     SCORE_DROP_MEANS,
     SERVICE_AGENT_EVALUATOR,
+    LEGEND,
     heatmap_panel,
     new_dashboard,
     query,
@@ -97,7 +98,7 @@ def build() -> dict[str, Any]:
         .with_panel(
             table_panel(
                 "Lowest mean scores (1h)",
-                "The ten evaluator and agent pairs with the lowest mean score over the last hour.",
+                "The ten evaluator, service and agent combinations with the lowest mean score over the last hour.",
                 [
                     query(
                         f"bottomk(10, service_agent_evaluator:agent_eval_score_mean:rate1h{{{SEL}}})",
@@ -112,7 +113,7 @@ def build() -> dict[str, Any]:
             timeseries_panel(
                 "Pass rate per evaluator (5m)",
                 "Per evaluator, service and agent (recording rule). " + PASS_RATE_MEANS,
-                [query(f"service_agent_evaluator:agent_eval_pass_ratio:rate5m{{{SEL}}}", "{{evaluator}} / {{service}}/{{agent}}")],
+                [query(f"service_agent_evaluator:agent_eval_pass_ratio:rate5m{{{SEL}}}", LEGEND)],
                 unit="percentunit",
                 min_val=0,
                 max_val=1,

@@ -19,6 +19,8 @@ DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # within its service, so every panel that groups by agent groups by service too.
 SERVICE_AGENT = 'service=~"$service", agent=~"$agent"'
 SERVICE_AGENT_EVALUATOR = 'service=~"$service", agent=~"$agent", evaluator=~"$evaluator"'
+# Legend of a series per evaluator, service and agent.
+LEGEND = "{{evaluator}} / {{service}}/{{agent}}"
 # What a pass rate means, for every panel description that shows one.
 PASS_RATE_MEANS = (
     "A pass means the evaluator's expectation was met (partial credit lives in the score); "
@@ -284,7 +286,9 @@ def score_drop_band(panel: timeseries.Panel) -> timeseries.Panel:
             ],
         )
         .override_by_name("7-day lower bound", [DASHED, _set("custom.fillOpacity", 0), _color("red")])
-        .override_by_name("pass rate (1h)", [_set("custom.lineWidth", 2), _set("custom.fillOpacity", 0), _color("blue")])
+        .override_by_name(
+            "pass rate (1h)", [_set("custom.lineWidth", 2), _set("custom.fillOpacity", 0), _color("blue")]
+        )
     )
 
 

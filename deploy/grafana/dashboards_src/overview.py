@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .common import (
+    LEGEND,
     PASS_RATE_MEANS,
     SCORE_DROP_MEANS,
     SERVICE_AGENT,
@@ -22,6 +23,7 @@ from .common import (
 from grafana_foundation_sdk.models import prometheus as pm
 
 SEL = SERVICE_AGENT_EVALUATOR
+BY_SERIES = " by (service, agent, evaluator)"
 
 
 def _pass_ratio(by: str, window: str) -> str:
@@ -98,7 +100,7 @@ def build() -> dict[str, Any]:
             timeseries_panel(
                 "Pass rate by evaluator and agent",
                 "Per evaluator, service and agent. " + PASS_RATE_MEANS,
-                [query(_pass_ratio(" by (service, agent, evaluator)", "$__rate_interval"), "{{evaluator}} / {{service}}/{{agent}}")],
+                [query(_pass_ratio(BY_SERIES, "$__rate_interval"), LEGEND)],
                 unit="percentunit",
                 min_val=0,
                 max_val=1,
@@ -107,8 +109,9 @@ def build() -> dict[str, Any]:
         .with_panel(
             timeseries_panel(
                 "Mean score by evaluator and agent",
-                "Mean score (histogram sum / count) per evaluator, service and agent: the partial credit behind the pass rate.",
-                [query(_mean_score(" by (service, agent, evaluator)", "$__rate_interval"), "{{evaluator}} / {{service}}/{{agent}}")],
+                "Mean score (histogram sum / count) per evaluator, service and agent: the partial credit "
+                "behind the pass rate.",
+                [query(_mean_score(BY_SERIES, "$__rate_interval"), LEGEND)],
                 min_val=0,
                 max_val=1,
             )
@@ -122,7 +125,7 @@ def build() -> dict[str, Any]:
                     "drill-down draws them as a band). "
                     + SCORE_DROP_MEANS
                     + PASS_RATE_MEANS,
-                    score_drop_queries(SEL, "{{evaluator}} / {{service}}/{{agent}}"),
+                    score_drop_queries(SEL, LEGEND),
                     unit="percentunit",
                     min_val=0,
                     max_val=1,
@@ -171,11 +174,13 @@ def build() -> dict[str, Any]:
                 "Agent invocations assembled and those evaluated, per second.",
                 [
                     query(
-                        f"sum by (service, agent) (rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[$__rate_interval]))",
+                        "sum by (service, agent) "
+                        f"(rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[$__rate_interval]))",
                         "assembled {{service}}/{{agent}}",
                     ),
                     query(
-                        f"sum by (service, agent) (rate(agent_eval_traces_evaluated_total{{{SERVICE_AGENT}}}[$__rate_interval]))",
+                        "sum by (service, agent) "
+                        f"(rate(agent_eval_traces_evaluated_total{{{SERVICE_AGENT}}}[$__rate_interval]))",
                         "evaluated {{service}}/{{agent}}",
                         ref="B",
                     ),

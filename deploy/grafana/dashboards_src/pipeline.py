@@ -134,7 +134,12 @@ def build() -> dict[str, Any]:
             timeseries_panel(
                 "Agent traces assembled",
                 "Agent invocations assembled per second, evaluated or not.",
-                [query(f"sum by (service, agent) (rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[{RATE}]))", "{{service}}/{{agent}}")],
+                [
+                    query(
+                        f"sum by (service, agent) (rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[{RATE}]))",
+                        "{{service}}/{{agent}}",
+                    )
+                ],
                 unit="ops",
             )
         )
