@@ -46,7 +46,7 @@ def build() -> dict[str, Any]:
                     + SCORE_DROP_MEANS
                     + PASS_RATE_MEANS
                     + " Select one service if several have an agent of this name.",
-                    score_drop_queries('service=~"$service", agent="$agent", evaluator="$evaluator"'),
+                    score_drop_queries(SEL),
                     unit="percentunit",
                     min_val=0,
                     max_val=1,
