@@ -365,3 +365,32 @@ def test_pipeline_dashboard_shows_every_judge_metric() -> None:
     for name in JUDGE_METRICS:
         kind = CONTRACT_METRICS[name]
         assert (f"{name}_bucket" if kind == "histogram" else name) in used, f"{name} not on the pipeline dashboard"
+
+
+def test_drill_down_draws_the_hours_bounds_as_a_band() -> None:
+    """A panel per agent and evaluator fills from the hour's upper bound down to its lower bound."""
+    model = dashboards()["agent-eval-agent.json"]
+    banded = []
+    for panel in _panels(model):
+        legends = {t.get("legendFormat"): t["expr"] for t in panel.get("targets", [])}
+        for override in panel.get("fieldConfig", {}).get("overrides", []):
+            props = {p["id"]: p["value"] for p in override["properties"]}
+            if "custom.fillBelowTo" in props:
+                upper, lower = override["matcher"]["options"], props["custom.fillBelowTo"]
+                assert "_wilson_upper:rate1h" in legends[upper], panel["title"]
+                assert "_wilson_lower:rate1h" in legends[lower], panel["title"]
+                banded.append(panel)
+    assert len(banded) == 1
+    assert banded[0]["repeat"] == "evaluator"
+    rows = [p for p in model["panels"] if p["type"] == "row" and p.get("repeat") == "agent"]
+    assert rows, "the band panels repeat per agent"
+
+
+def test_pass_rate_panels_say_what_a_pass_means() -> None:
+    """Every panel showing a pass rate says that a pass means the expectation was met."""
+    for name, model in dashboards().items():
+        for panel in _panels(model):
+            exprs = " ".join(t["expr"] for t in panel.get("targets", []))
+            if "pass_ratio" in exprs or 'outcome="pass"' in exprs:
+                assert "expectation was met" in panel["description"], f"{name}: {panel['title']}"
+                assert "excluded" in panel["description"], f"{name}: {panel['title']}"

@@ -239,6 +239,7 @@ def to_json(d: gd.Dashboard) -> dict[str, Any]:
 # --- The score-drop check: the hour's pass rate, its 95% Wilson bounds and the
 # week's lower bound, the series AgentEvalScoreDrop compares.
 RULE = "service_agent_evaluator:agent_eval_pass_ratio"
+RATE_1H, LOWER_1H, UPPER_1H, LOWER_7D = "pass rate (1h)", "lower bound (1h)", "upper bound (1h)", "7-day lower bound"
 SCORE_DROP_MEANS = (
     "The bounds are 95% Wilson score bounds: wide when few results were judged, narrow when many were. "
     "AgentEvalScoreDrop fires when the hour's upper bound stays under the 7-day lower bound for 15 minutes, "
@@ -250,10 +251,10 @@ SCORE_DROP_MEANS = (
 def score_drop_queries(selector: str, legend: str = "") -> list[prometheus.Dataquery]:
     """Hour's pass rate, its lower and upper bounds, the week's lower bound; legends prefixed by role."""
     parts = [
-        (f"{RULE}:rate1h", "pass rate (1h)"),
-        (f"{RULE}_wilson_lower:rate1h", "lower bound (1h)"),
-        (f"{RULE}_wilson_upper:rate1h", "upper bound (1h)"),
-        (f"{RULE}_wilson_lower:rate7d", "7-day lower bound"),
+        (f"{RULE}:rate1h", RATE_1H),
+        (f"{RULE}_wilson_lower:rate1h", LOWER_1H),
+        (f"{RULE}_wilson_upper:rate1h", UPPER_1H),
+        (f"{RULE}_wilson_lower:rate7d", LOWER_7D),
     ]
     return [
         query(f"{series}{{{selector}}}", f"{role} {legend}".strip(), ref="ABCD"[i])
@@ -275,20 +276,18 @@ DASHED = _set("custom.lineStyle", {"fill": "dash", "dash": [10, 10]})
 def score_drop_band(panel: timeseries.Panel) -> timeseries.Panel:
     """One series per role (a single service, agent and evaluator): the bounds as a shaded band."""
     return (
-        panel.override_by_name("lower bound (1h)", [_set("custom.lineWidth", 0), _set("custom.fillOpacity", 0)])
+        panel.override_by_name(LOWER_1H, [_set("custom.lineWidth", 0), _set("custom.fillOpacity", 0)])
         .override_by_name(
-            "upper bound (1h)",
+            UPPER_1H,
             [
                 _set("custom.lineWidth", 0),
                 _set("custom.fillOpacity", 25),
-                _set("custom.fillBelowTo", "lower bound (1h)"),
+                _set("custom.fillBelowTo", LOWER_1H),
                 _color("blue"),
             ],
         )
-        .override_by_name("7-day lower bound", [DASHED, _set("custom.fillOpacity", 0), _color("red")])
-        .override_by_name(
-            "pass rate (1h)", [_set("custom.lineWidth", 2), _set("custom.fillOpacity", 0), _color("blue")]
-        )
+        .override_by_name(LOWER_7D, [DASHED, _set("custom.fillOpacity", 0), _color("red")])
+        .override_by_name(RATE_1H, [_set("custom.lineWidth", 2), _set("custom.fillOpacity", 0), _color("blue")])
     )
 
 
