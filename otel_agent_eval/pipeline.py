@@ -376,10 +376,13 @@ class Pipeline:
             self.active_traces = dict.fromkeys(t for t in list(self.active_traces) if t in self.buffer)
         self.stats.buffered_traces = len(self.buffer)
         self.stats.buffered_bytes = self.buffer.bytes
-        self.stats.queue_depth = len(self._stage.queue)
-        self.stats.judge_queue_depth = len(self._judge_stage.queue)
+        self._publish_depths()
         for done in flushes:
             done.set()
+
+    def _publish_depths(self) -> None:
+        self.stats.queue_depth = len(self._stage.queue)
+        self.stats.judge_queue_depth = len(self._judge_stage.queue)
 
     def _adapt_admission(self, now: float) -> None:
         stats = self.stats
@@ -507,6 +510,7 @@ class Pipeline:
                     return
                 job = worker.job = stage.queue.popleft()
                 stage.busy += 1
+                self._publish_depths()
             self._run_job(worker, job)
             with self._lock:
                 if worker.abandoned:
