@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from otel_agent_eval.config import ConfigError
 from otel_agent_eval.evaluators import LoopDetection, ToolFailureRecovery
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, PlanQuality, TaskCompletion
-from otel_agent_eval.evaluators.judge.limits import CircuitBreaker
+from otel_agent_eval.evaluators.judge.limits import CircuitBreaker, HourlyBudget
 from tests.fake_openai_server import FakeOpenAI, answer, slow, status
 from tests.test_judge_server import weather_trace
 from tests.test_reliability import HANG_GUARD, make_processor, run_agent
@@ -260,3 +260,19 @@ def test_judge_sample_rate_picks_runs_by_trace_id_and_judge_results_get_their_ow
             judged = span.attributes["agent_eval.phase"] == "judge"
             assert ("agent_eval.task_completion.label" in span.attributes) is judged
             assert ("agent_eval.loop_detection.label" in span.attributes) is not judged
+
+
+def test_budget_reservations_hold_until_settled_and_release_unused_estimates() -> None:
+    clock = ManualClock()
+    budget = HourlyBudget(max_tokens=300, clock=clock)
+    first, second = budget.reserve(200, 0.0), budget.reserve(200, 0.0)
+    assert first is not None and second is not None  # 200 reserved was under 300: the second may go (one call over)
+    assert budget.reserve(10, 0.0) is None and budget.exhausted()  # 400 reserved: nothing more goes out
+    budget.settle(first, 120)  # the real usage replaces the estimate
+    budget.settle(second)  # a call that failed before an answer spent nothing
+    budget.settle(second, 500)  # settling twice changes nothing
+    assert budget.spent() == (120, 0.0) and budget.remaining_ratio() == pytest.approx(0.6)
+    third = budget.reserve(200, 0.0)
+    assert third is not None and budget.reserve(1, 0.0) is None
+    clock.advance(3600)  # the hour slides: spent tokens expire, reservations stay until settled
+    assert budget.reserve(100, 0.0) is not None and budget.reserve(1, 0.0) is None  # 200 + 100 reserved
