@@ -21,6 +21,8 @@ from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval.config import ConfigError
+from otel_agent_eval.evaluators import Evaluator
+from otel_agent_eval.model import AgentTrace, EvalResult
 from otel_agent_eval.evaluators import LoopDetection, ToolFailureRecovery
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, PlanQuality, TaskCompletion
 from otel_agent_eval.evaluators.judge.limits import CircuitBreaker, HourlyBudget
@@ -276,3 +278,24 @@ def test_budget_reservations_hold_until_settled_and_release_unused_estimates() -
     assert third is not None and budget.reserve(1, 0.0) is None
     clock.advance(3600)  # the hour slides: spent tokens expire, reservations stay until settled
     assert budget.reserve(100, 0.0) is not None and budget.reserve(1, 0.0) is None  # 200 + 100 reserved
+
+
+def test_a_custom_evaluator_that_needs_a_judge_runs_in_the_judge_stage() -> None:
+    class Tone(Evaluator):
+        name = "tone"
+        needs_judge = True  # it would call an LLM: it must not hold back the deterministic results
+
+        def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+            return [self.scored(trace, 1.0, "polite")]
+
+    provider, processor, sink = make_processor([Tone(), LoopDetection()])
+    try:
+        runs = {run_agent(provider.get_tracer("app")) for _ in range(2)}
+        assert processor.force_flush(HANG_GUARD * 1000)
+    finally:
+        provider.shutdown()
+    assert processor.pipeline.judge_settings == JudgeSettings()  # no judge client: the default stage size and rate
+    assert {(e.trace.trace_id, r.evaluator) for e in phases(sink, "judge") for r in e.results} == {(t, "tone") for t in runs}
+    assert {(e.trace.trace_id, r.evaluator) for e in phases(sink, "deterministic") for r in e.results} == {
+        (t, "loop_detection") for t in runs
+    }
