@@ -21,15 +21,14 @@ from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval.config import ConfigError
-from otel_agent_eval.evaluators import Evaluator
-from otel_agent_eval.model import AgentTrace, EvalResult
-from otel_agent_eval.evaluators import LoopDetection, ToolFailureRecovery
+from otel_agent_eval.evaluators import Evaluator, LoopDetection, ToolFailureRecovery
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, PlanQuality, TaskCompletion
 from otel_agent_eval.evaluators.judge.limits import CircuitBreaker, HourlyBudget
+from otel_agent_eval.model import AgentTrace, EvalResult
 from tests.fake_openai_server import FakeOpenAI, answer, slow, status
 from tests.test_judge_server import weather_trace
-from tests.test_reliability import HANG_GUARD, make_processor, run_agent
 from tests.test_processor import wait_for
+from tests.test_reliability import HANG_GUARD, make_processor, run_agent
 
 pytest.importorskip("openai")
 
