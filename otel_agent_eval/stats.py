@@ -99,10 +99,13 @@ class PipelineStats:
         self.sampling = LabelledCounts()  # (decision, reason)
         self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated
         self.agent_traces = LabelledCounts()  # (agent,)
-        self.traces_evaluated = LabelledCounts()  # (agent,)
+        self.traces_evaluated = LabelledCounts()  # (agent,): deterministic phase emitted
+        self.traces_judged = LabelledCounts()  # (agent,): judge phase emitted
+        self.judge_sampling = LabelledCounts()  # (decision,): judge sample rate on sampled runs
         self.evaluator_errors = LabelledCounts()  # (evaluator, reason)
         self.sink_errors = LabelledCounts()  # (sink,)
         self.queue_depth = 0
+        self.judge_queue_depth = 0
         self.buffered_traces = 0
         self.buffered_bytes = 0
         self.admission_ratio = 1.0

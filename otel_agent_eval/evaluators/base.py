@@ -16,12 +16,16 @@ class Evaluator(ABC):
     label) and ``version`` (bump it when scoring changes, so results get new
     ids), and implement ``evaluate``. ``evaluate`` must be a pure function of
     the trace; it may raise: the pipeline turns that into an ``error`` result.
-    Build results with ``scored``, ``skipped`` and ``error``.
+    Build results with ``scored``, ``skipped`` and ``error``. Set
+    ``needs_judge`` on evaluators that call an LLM: they run in the pipeline's
+    judge stage (its own queue, workers and sample rate), so they never hold
+    back the deterministic results.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     default_threshold: ClassVar[float] = 0.5
+    needs_judge: ClassVar[bool] = False
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)

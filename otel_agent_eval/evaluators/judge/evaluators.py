@@ -41,6 +41,7 @@ class JudgeEvaluator(Evaluator):
     instructions: ClassVar[str] = ""
     include_steps: ClassVar[bool] = True
     default_threshold = 0.75
+    needs_judge = True
 
     def __init__(self, judge: JudgeClient, threshold: float | None = None) -> None:
         super().__init__(threshold)
