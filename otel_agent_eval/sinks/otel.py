@@ -18,7 +18,6 @@ product included) mistakes it for an agent span.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from opentelemetry import trace
@@ -28,11 +27,14 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from ..model import EvalResult
 from ..pipeline import EvaluatedTrace
 from ..records import OWN_SCOPE
+from .fit import fit_json
 
 SCOPE_NAME = OWN_SCOPE
 EVENT_NAME = "gen_ai.evaluation.result"
 LABEL_RANK = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
 MAX_EXPLANATION = 1000
+MAX_DETAILS = 4000
+"""Characters of ``agent_eval.details``: longer details are shortened by structure (``fit.py``), still valid JSON."""
 
 
 def evaluated_context(evaluated: EvaluatedTrace) -> Any:
@@ -82,7 +84,7 @@ def log_attributes(result: EvalResult) -> dict[str, Any]:
     if result.label == "error":
         attributes["error.type"] = str(result.details.get("reason", "_OTHER"))
     if result.details:
-        attributes["agent_eval.details"] = json.dumps(result.details, default=str, sort_keys=True)[:4000]
+        attributes["agent_eval.details"] = fit_json(result.details, MAX_DETAILS)
     return attributes
 
 
