@@ -29,7 +29,7 @@ from ..base import Evaluator
 from . import qag
 from .client import BudgetExhausted, JudgeClient, JudgeError
 from .qag import Question
-from .render import JudgeView, RecordFields, call_label, render_trace
+from .render import JudgeView, RecordFields, call_label, inline, render_trace
 from .schema_check import check_call, tool_schemas
 
 MAX_ITEM_QUESTIONS = 40
@@ -97,7 +97,8 @@ class JudgeEvaluator(Evaluator):
         if not view.fits:
             self._count_error("trace_too_large")
             return [self.error(trace, f"trace does not fit the judge budget even aggregated ({view.chars} chars)", "trace_too_large", details)]
-        questions = self.questions(trace, view)
+        # Questions may quote run data (tool names): kept to one line without the record's delimiter.
+        questions = [Question(q.id, inline(q.text), q.expected) for q in self.questions(trace, view)]
         if not questions:
             if trace.cut or view.steps_summarized or view.steps_aggregated:
                 why = cut_reason(trace) if trace.cut else "steps not shown in full to fit the judge budget"

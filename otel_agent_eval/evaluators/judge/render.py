@@ -126,6 +126,11 @@ def encode(text: str, *, quote: bool = True) -> str:
     return text.translate(_LINE_BREAKS).replace(DELIMITER_MARK, "==\\u003d")
 
 
+def inline(text: str) -> str:
+    """Prompt text outside the record that quotes run data (a tool name in a question): one line, no ``===``."""
+    return encode(text, quote=True)[1:-1]
+
+
 _CONTROL = re.compile(r"[\x00-\x1f]")
 _PLAIN_NAME = re.compile(r"[\w.\-:/@ ]{1,200}")
 
