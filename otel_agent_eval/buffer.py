@@ -17,7 +17,8 @@ total fits, ``buffer_full``; never the trace the new span belongs to) and
 alone would exceed ``max_bytes`` keeps what it has and further spans are dropped
 (``trace_too_large``): it is still evaluated, on a prefix, like a trace over
 ``max_spans_per_trace``; evicting it would lose it entirely and first empty the
-buffer for it.
+buffer for it. The completed trace says how many of its items were dropped
+(``CompletedTrace.dropped``), so its runs know they are cut and the judge is told.
 
 Byte estimate (``estimate_size``): computed once per item in ``add`` (the collector
 thread, never the app's hot path), O(number of attributes): a fixed cost per kind
