@@ -18,6 +18,8 @@ from otel_agent_eval.evaluators.judge import (
     ToolArgumentAccuracy, ToolCallNecessity,
 )
 from otel_agent_eval.evaluators.judge.evaluators import MAX_ITEM_QUESTIONS
+from otel_agent_eval.evaluators.judge.redaction import Redactor
+from otel_agent_eval.evaluators.judge.render import REDACT_MARGIN, RecordFields
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 from tests.fake_openai_server import FakeOpenAI, answer
@@ -133,24 +135,22 @@ SECRETS = {
 FIELD = 300  # the smallest max_field_chars allowed: clip keeps the first 200 and the last 100 characters
 
 
-def straddling(secret: str, offset: int, total: int = 1_000) -> str:
-    """Filler with ``secret`` starting at ``offset``, the whole ``total`` characters long."""
-    head = ("a " * offset)[: offset - 1] + " "
-    return head + secret + " b" * ((total - offset - len(secret)) // 2) + " "
+def straddling(secret: str, offset: int, total: int) -> str:
+    """Filler with ``secret`` starting at ``offset``, ``total`` characters in all."""
+    after = total - offset - len(secret)
+    return ("a " * offset)[: offset - 1] + " " + secret + (" b" * after)[:after]
 
 
+@pytest.mark.parametrize("total", [1_000, 30_000])  # redacted whole; redacted in windows around the clip boundaries
 @pytest.mark.parametrize("label", list(SECRETS))
-def test_no_part_of_a_secret_survives_at_a_clip_boundary(server: FakeOpenAI, label: str) -> None:
+def test_no_part_of_a_secret_survives_at_a_clip_boundary(server: FakeOpenAI, label: str, total: int) -> None:
     secret = SECRETS[label]
     client = judge(server, max_field_chars=FIELD)
-    head_cut = FIELD * 2 // 3
-    offsets = [head_cut - k for k in (len(secret) // 2, len(secret) - 2, 5, 1)]  # cut by the head's end
-    total = 1_000
-    tail_cut = total + 1 - (FIELD - head_cut)
-    offsets += [tail_cut - k for k in (len(secret) // 2, len(secret) - 2, 5, 1)]  # cut by the tail's start
-    for offset in offsets:
+    head_end, tail_start = FIELD * 2 // 3, total - (FIELD - FIELD * 2 // 3)  # the clip keeps [:head_end] and [tail_start:]
+    straddles = (len(secret) // 2, len(secret) - 2, 5, 1)  # characters of the secret before the boundary
+    for offset in [head_end - k for k in straddles] + [tail_start - k for k in straddles]:
         text = straddling(secret, offset, total)
-        assert len(text) > FIELD
+        assert len(text) == total and text[offset:offset + len(secret)] == secret
         result = TaskCompletion(client).evaluate(AgentTrace(
             trace_id=f"{offset:032x}", input="Write to the customer.", final_output=text,
             steps=[AgentStep(index=0, tool_calls=[ToolCall(name="crm", arguments={"q": "c"}, result=text)]), AgentStep(index=1, output=text)],
@@ -270,3 +270,12 @@ def test_a_trace_cut_by_max_spans_per_trace_reaches_the_judge_as_a_partial_run(s
     record, _ = record_of(prompt(server))
     assert "9 more spans of this run were dropped before evaluation" in record
     assert "The agent's own span was not recorded" in record
+
+
+def test_many_secrets_in_a_long_text_are_all_redacted_where_the_clip_shows_them() -> None:
+    """Replacements shrink the redacted windows of a long text: past half the margin, the whole text is redacted."""
+    emails = " ".join(f"customer.number.{i:05d}@example-corp.com" for i in range(4 * REDACT_MARGIN // 20))
+    for text in (emails, "x" * (8 * REDACT_MARGIN) + " " + emails, emails + " " + "x" * (8 * REDACT_MARGIN)):
+        fields = RecordFields(300, Redactor().redact)
+        shown = fields(text)
+        assert "@" not in shown and "chars omitted" in shown and fields.redactions > 0

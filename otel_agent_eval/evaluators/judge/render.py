@@ -140,6 +140,11 @@ def encode_name(name: str) -> str:
     return name if _PLAIN_NAME.fullmatch(name) and DELIMITER_MARK not in name else encode(name)
 
 
+REDACT_MARGIN = 2_048
+"""Characters redacted beyond each clip boundary of a long text: more than any secret the patterns
+know (keys, tokens, e-mail addresses, numbers), so one that straddles a boundary is seen whole."""
+
+
 class RecordFields:
     """Agent-made values as record text: redacted, then clipped, then encoded (``encode``).
 
@@ -153,16 +158,35 @@ class RecordFields:
         self.clipped = 0
         self.redactions = 0
 
+    def _redacted(self, text: str, limit: int) -> str:
+        """``text`` redacted where the clip will show it: all of it, or for a long text (a 5 MB
+        tool result) the head and tail the clip keeps plus ``REDACT_MARGIN`` around each boundary,
+        with the middle (dropped by the clip anyway) kept as is."""
+        assert self.redact is not None
+        head, tail = limit * 2 // 3, limit - limit * 2 // 3
+        if len(text) <= limit + 4 * REDACT_MARGIN:
+            text, found = self.redact(text)
+            self.redactions += found
+            return text
+        start, found_start = self.redact(text[: head + REDACT_MARGIN])
+        end, found_end = self.redact(text[-(tail + REDACT_MARGIN):])
+        if len(start) < head + REDACT_MARGIN // 2 or len(end) < tail + REDACT_MARGIN // 2:
+            text, found = self.redact(text)  # replacements shrank a window into its margin: redact it all
+            self.redactions += found
+            return text
+        self.redactions += found_start + found_end
+        return start + text[head + REDACT_MARGIN : -(tail + REDACT_MARGIN)] + end
+
     def __call__(self, value: Any, limit: int | None = None) -> str:
         """``value`` (text or a JSON value) as one line of record data; empty when there is none."""
         text = to_text(value)
         if not text:
             return ""
+        limit = self.limit if limit is None else limit
         if self.redact is not None:
-            text, found = self.redact(text)
-            self.redactions += found
-        text, clipped = clip(text, self.limit if limit is None else limit)
-        self.clipped += clipped and limit is None  # summary lines are short by design, not "clipped"
+            text = self._redacted(text, limit)
+        text, clipped = clip(text, limit)
+        self.clipped += clipped and limit == self.limit  # summary lines are short by design, not "clipped"
         return encode(text, quote=isinstance(value, str) or _CONTROL.search(text) is not None)
 
 
