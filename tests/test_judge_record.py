@@ -249,8 +249,9 @@ def test_summarized_steps_are_named_and_step_faithfulness_skips_when_no_step_is_
 def test_a_trace_cut_by_max_spans_per_trace_reaches_the_judge_as_a_partial_run(server: FakeOpenAI, telemetry: Any) -> None:
     env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url,
            "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion,plan_quality"}
-    processor = AgentEvalProcessor(env=env, registry=CollectorRegistry(), settle_delay_seconds=0, emit_spans=False,
-                                   logger_provider=telemetry.logger_provider, max_spans_per_trace=9)
+    processor = AgentEvalProcessor(env=env, registry=CollectorRegistry(), settle_delay_seconds=0,
+                                   tracer_provider=telemetry.tracer_provider, logger_provider=telemetry.logger_provider,
+                                   max_spans_per_trace=9)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     turns = [Turn(None, [("read", {"n": i})]) for i in range(8)] + [Turn("All the reports are summarised.")]
@@ -270,6 +271,8 @@ def test_a_trace_cut_by_max_spans_per_trace_reaches_the_judge_as_a_partial_run(s
     record, _ = record_of(prompt(server))
     assert "9 more spans of this run were dropped before evaluation" in record
     assert "The agent's own span was not recorded" in record
+    evaluation = telemetry.spans()[0].attributes
+    assert evaluation["agent_eval.partial"] is True and evaluation["agent_eval.spans_dropped"] == 9
 
 
 def test_many_secrets_in_a_long_text_are_all_redacted_where_the_clip_shows_them() -> None:

@@ -10,6 +10,7 @@ Span attribute names (documented in the README):
 ``agent_eval.<evaluator>.label`` (pass | fail | skipped | error),
 plus ``agent_eval.agent.name``, ``agent_eval.evaluated_span_id``,
 ``agent_eval.partial`` (true when the agent span was missing),
+``agent_eval.spans_dropped`` (spans of the trace dropped as too many, when any),
 ``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
 returns several results reports its lowest score and worst label. The span
 deliberately carries no ``gen_ai.*`` attribute, so that no reader (this
@@ -56,6 +57,8 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
         attributes["agent_eval.evaluated_span_id"] = t.agent_span_id
     if t.partial:
         attributes["agent_eval.partial"] = True
+    if t.spans_dropped:
+        attributes["agent_eval.spans_dropped"] = t.spans_dropped
     by_evaluator: dict[str, list[EvalResult]] = {}
     for result in evaluated.results:
         by_evaluator.setdefault(result.evaluator, []).append(result)

@@ -490,7 +490,8 @@ class ResponseFacts(JudgeEvaluator):
         facts = self.expected(trace)
         if facts and trace.content_captured and not trace.cut and not (trace.final_output or "").strip():
             return [self.scored(trace, 0.0, "no final response: none of the expected facts stated",
-                                {"facts": facts, "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model})]
+                                {"facts": facts, "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model,
+                                 "judged": judged(trace)})]
         return super().evaluate(trace)
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
