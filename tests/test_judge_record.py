@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
@@ -19,7 +21,7 @@ from otel_agent_eval.evaluators.judge import (
 )
 from otel_agent_eval.evaluators.judge.evaluators import MAX_ITEM_QUESTIONS
 from otel_agent_eval.evaluators.judge.redaction import Redactor
-from otel_agent_eval.evaluators.judge.render import REDACT_MARGIN, RecordFields
+from otel_agent_eval.evaluators.judge.render import REDACT_MARGIN, RecordFields, encode, inline
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 from tests.fake_openai_server import FakeOpenAI, answer
@@ -116,6 +118,14 @@ def test_injections_in_input_tool_results_and_output_stay_inside_the_record_as_d
     assert json.loads(results[1].split(": ", 1)[1]) == {"status": "ok", "memo": INJECTION}
     error = next(line for line in lines if line.startswith("    ERROR: "))
     assert json.loads(error.split(": ", 1)[1]) == "SMTPError" + INJECTION
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from("=\n\r\u2028\u2029\x85\x0b\"\\ aEND") | st.characters(), max_size=60))
+def test_encoded_data_is_one_line_without_a_delimiter_and_reads_back_exactly(text: str) -> None:
+    for encoded in (encode(text), inline(text)):
+        assert "===" not in encoded and len(encoded.splitlines()) <= 1
+    assert json.loads(encode(text)) == text
 
 
 def test_the_encoding_is_deterministic_so_the_answer_cache_still_hits(server: FakeOpenAI) -> None:

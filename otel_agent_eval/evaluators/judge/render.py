@@ -109,8 +109,9 @@ def clip(text: str, limit: int) -> tuple[str, bool]:
     return f"{text[:head]}[... {omitted} chars omitted ...]{text[-tail:]}", True
 
 
-# Line breaks JSON leaves raw (ensure_ascii=False) that readers still take as new lines.
-_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+# Every character ``str.splitlines`` breaks at, as its JSON escape: JSON strings escape the
+# ASCII ones already, not those it leaves raw (ensure_ascii=False); ``inline`` text needs all.
+_LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 def encode(text: str, *, quote: bool = True) -> str:
@@ -128,7 +129,7 @@ def encode(text: str, *, quote: bool = True) -> str:
 
 def inline(text: str) -> str:
     """Prompt text outside the record that quotes run data (a tool name in a question): one line, no ``===``."""
-    return encode(text, quote=True)[1:-1]
+    return encode(text, quote=False)
 
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
