@@ -434,6 +434,8 @@ class Pipeline:
             if self.settings.max_conversations:
                 runs = [self.conversations.attach(run) for run in runs]
             agent_traces = flatten(runs)
+            for run in agent_traces if completed.dropped else ():
+                run.spans_dropped = completed.dropped  # the judge is told, and skips what it cannot see
         except Exception:
             self.stats.processor_errors.inc()
             self.stats.dropped.inc("assembly_error")
