@@ -13,7 +13,7 @@ import base64
 import gzip
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
+from .metadata import resource_metadata
 from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
 
 __all__ = [
@@ -63,7 +64,6 @@ _STATUS_NAMES = {
 }
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-_SERVICE_NAME = "service.name"
 # Fields that OTLP/JSON writes as hex while proto3 JSON expects base64.
 _HEX_ID_FIELDS = frozenset(
     {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
@@ -127,24 +127,22 @@ def spans_from_request(req: ExportTraceServiceRequest) -> list[SpanRecord]:
     """Convert every span of an export request into a ``SpanRecord``.
 
     Resource attributes are not merged into span attributes (they would bloat every
-    span); only ``service.name`` is copied, and only if the span lacks that key.
+    span): each ``ResourceSpans`` gives one ``resource_metadata`` mapping that its
+    records share.
     """
     records: list[SpanRecord] = []
     for r_idx, resource_spans in enumerate(req.resource_spans):
-        resource_attrs = attributes_to_dict(resource_spans.resource.attributes)
-        service_name = resource_attrs.get(_SERVICE_NAME)
+        resource = resource_metadata(attributes_to_dict(resource_spans.resource.attributes))
         for s_idx, scope_spans in enumerate(resource_spans.scope_spans):
             scope_name = scope_spans.scope.name
             for p_idx, span in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r_idx}].scopeSpans[{s_idx}].spans[{p_idx}]"
-                records.append(_span_record(span, scope_name, service_name, where))
+                records.append(_span_record(span, scope_name, resource, where))
     return records
 
 
-def _span_record(span: Span, scope_name: str, service_name: Any, where: str) -> SpanRecord:
+def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any], where: str) -> SpanRecord:
     attributes = attributes_to_dict(span.attributes)
-    if service_name is not None and _SERVICE_NAME not in attributes:
-        attributes[_SERVICE_NAME] = service_name
     events = tuple(
         SpanEvent(e.name, e.time_unix_nano, attributes_to_dict(e.attributes)) for e in span.events
     )
@@ -164,6 +162,7 @@ def _span_record(span: Span, scope_name: str, service_name: Any, where: str) -> 
         kind=_KIND_NAMES.get(span.kind, "INTERNAL"),
         scope_name=scope_name,
         parent_is_remote=parent_is_remote,
+        resource=resource,
     )
 
 
