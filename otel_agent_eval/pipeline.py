@@ -32,7 +32,7 @@ from .model import AgentTrace, EvalResult
 from .logs import join_log_records
 from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import AdmissionRate, Sampler
-from .stats import LogOnce, PipelineStats
+from .stats import LogOnce, PipelineStats, RunLabels
 
 _logger = logging.getLogger("otel_agent_eval")
 
@@ -103,14 +103,15 @@ class Pipeline:
         sinks: Sequence[Sink] = (),
         *,
         stats: PipelineStats | None = None,
-        agent_label: Callable[[str], str] = lambda agent: agent,
+        run_labels: Callable[[AgentTrace], tuple[str, str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.evaluators = list(evaluators)
         self.sinks = list(sinks)
         self.stats = stats or PipelineStats()
-        self.agent_label = agent_label
+        self.run_labels = run_labels or RunLabels(settings.max_agent_labels, settings.max_service_labels)
+        """A run's (agent, service) label values, shared with the Prometheus sink."""
         self.clock = clock
         self.log_once = LogOnce()
         self._init_state()
@@ -366,8 +367,7 @@ class Pipeline:
             self.stats.dropped.inc("no_agent")
             return
         for trace in agent_traces:
-            agent = self.agent_label(trace.agent_name)
-            self.stats.agent_traces.inc(agent)
+            self.stats.agent_traces.inc(*self.run_labels(trace))
             decision = self.sampler.decide(trace)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
             if decision.sampled:
@@ -467,7 +467,7 @@ class Pipeline:
 
     def _emit(self, job: _Job) -> None:
         evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns())
-        self.stats.traces_evaluated.inc(self.agent_label(job.trace.agent_name))
+        self.stats.traces_evaluated.inc(*self.run_labels(job.trace))
         for sink in self.sinks:
             try:
                 sink.emit(evaluated)
