@@ -367,7 +367,7 @@ EXPECTED_RESULTS: dict[str, list[tuple[str, str, float | None, str, dict[str, An
         ("step_budget", "pass", 1.0, "3 steps (budget 4)", {"steps": 3, "max_steps": 4, "threshold": 1.0}),
     ],
     "payment_agent": [
-        ("tool_call_accuracy", "skipped", None, "no tool-call expectation for agent 'payment_agent'", {}),
+        ("tool_call_accuracy", "skipped", None, "no tool-call expectation for agent 'payment_agent'", {"reason": "no_expectation"}),
         ("tool_failure_recovery", "fail", 0.0, "1 of 1 failed tool calls never recovered (charge_card)",
          {"failed": 1, "recovered": 0, "unrecovered_tools": ["charge_card"], "threshold": 1.0}),
         ("loop_detection", "pass", 1.0, "no repeated identical tool call", {"threshold_calls": 3, "threshold": 1.0}),
