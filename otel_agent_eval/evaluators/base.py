@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..model import AgentTrace, EvalResult, result_id
+
+if TYPE_CHECKING:
+    from .expectations import ToolExpectation
 
 
 class Evaluator(ABC):
@@ -16,11 +20,15 @@ class Evaluator(ABC):
     ids), and implement ``evaluate``. ``evaluate`` must be a pure function of
     the trace; it may raise: the pipeline turns that into an ``error`` result.
     Build results with ``scored``, ``skipped`` and ``error``.
+
+    ``rules`` (expectation rules, set by the builders) may name a threshold for
+    this evaluator: for the runs a rule matches, it overrides ``threshold``.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     default_threshold: ClassVar[float] = 0.5
+    rules: Sequence[ToolExpectation] = ()
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)
@@ -32,13 +40,26 @@ class Evaluator(ABC):
         """Score one agent trace. Return one result (or more, e.g. one per step)."""
 
     # -- result builders ------------------------------------------------------
+    def threshold_for(self, trace: AgentTrace) -> float:
+        """The first matching rule's threshold for this evaluator, else ``threshold``."""
+        for rule in self.rules:
+            if self.name in rule.thresholds and rule.applies_to(trace):
+                return rule.thresholds[self.name]
+        return self.threshold
+
     def scored(
-        self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None
+        self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None,
+        passed: bool | None = None,
     ) -> EvalResult:
-        """A pass or fail: ``score >= threshold`` passes."""
+        """A pass or fail: ``score >= threshold`` passes, unless ``passed`` decides (e.g. a
+        forbidden tool fails whatever the threshold)."""
         score = min(1.0, max(0.0, float(score)))
-        label = "pass" if score >= self.threshold else "fail"
-        return self._result(trace, label, score, explanation, details)
+        threshold = self.threshold_for(trace)
+        if passed is None:
+            passed = score >= threshold
+        details = {**(details or {})}
+        details.setdefault("threshold", threshold)
+        return self._result(trace, "pass" if passed else "fail", score, explanation, details)
 
     def skipped(
         self, trace: AgentTrace, explanation: str, details: dict[str, Any] | None = None, *, reason: str = "not_applicable"
@@ -54,16 +75,13 @@ class Evaluator(ABC):
         self, trace: AgentTrace, label: str, score: float | None, explanation: str, details: dict[str, Any] | None,
         reason: str | None = None,
     ) -> EvalResult:
-        details = dict(details or {})
-        if label in ("pass", "fail"):
-            details.setdefault("threshold", self.threshold)
         return EvalResult(
             evaluator=self.name,
             evaluator_version=self.version,
             score=score,
             label=label,  # type: ignore[arg-type]
             explanation=explanation,
-            details=details,
+            details=details if details is not None else {},
             trace_id=trace.trace_id,
             span_id=trace.agent_span_id,
             agent_name=trace.agent_name,
