@@ -1,0 +1,108 @@
+"""Expectations and thresholds from configuration reach the judge evaluators too (issue 14, items 4 and 5).
+
+A real processor on the real SDK, a scripted agent, and a local OpenAI-compatible judge server
+answering per question id.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from fake_openai_server import FakeOpenAI, answer
+from otel_agent_eval import AgentEvalProcessor
+from otel_agent_eval.pipeline import EvaluatedTrace
+from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from test_otlp import to_otlp_json
+
+FACTS = [
+    {"agent": "weather", "input_pattern": "Paris", "facts": ["it is 20C in Paris", "it is sunny"]},
+    {"agent": "weather", "input_pattern": "Rome", "facts": ["it is 25C in Rome", "it is sunny"], "thresholds": {"response_facts": 1.0}},
+]
+
+
+def judge_env(server: FakeOpenAI, expectations: Path, **extra: str) -> dict[str, str]:
+    return {
+        "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url,
+        "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "response_facts,plan_quality",
+        "OTEL_AGENT_EVAL_EXPECTATIONS_FILE": str(expectations), "OTEL_AGENT_EVAL_EVALUATORS": "tool_call_accuracy",
+        **extra,
+    }
+
+
+class Keep:
+    name = "keep"
+
+    def __init__(self, into: list[EvaluatedTrace]) -> None:
+        self.into = into
+
+    def emit(self, evaluated: EvaluatedTrace) -> None:
+        self.into.append(evaluated)
+
+
+def weather_run(provider: TracerProvider, city: str) -> None:
+    agent = ScriptedAgent("weather", {"get_weather": lambda city: f"sunny, 20C in {city}"})
+    agent.run(provider.get_tracer("app"), f"weather in {city}?",
+              [Turn(None, [("get_weather", {"city": city})]), Turn(f"It is sunny in {city}.")])
+
+
+def test_response_facts_from_the_expectations_file_and_judge_thresholds_from_env(tmp_path: Path) -> None:
+    expectations = tmp_path / "expectations.json"
+    expectations.write_text(json.dumps(FACTS))
+    results: list[EvaluatedTrace] = []
+    with FakeOpenAI(answer({"fact_1": "no"})) as server:
+        env = judge_env(server, expectations, OTEL_AGENT_EVAL_THRESHOLDS="plan_quality=0.8,response_facts=0.5")
+        processor = AgentEvalProcessor(env=env, registry=CollectorRegistry(), settle_delay_seconds=0,
+                                       emit_spans=False, emit_logs=False)
+        processor.pipeline.sinks.append(Keep(results))
+        provider = TracerProvider()
+        provider.add_span_processor(processor)
+        thresholds = {e.name: e.threshold for e in processor.evaluators}
+        weather_run(provider, "Paris")
+        weather_run(provider, "Rome")
+        weather_run(provider, "Oslo")
+        assert processor.force_flush(20_000)
+        asked = [json.dumps(r["body"]) for r in server.requests]
+        provider.shutdown()
+    assert thresholds == {"tool_call_accuracy": 1.0, "plan_quality": 0.8, "response_facts": 0.5}
+    by_city = {e.trace.input: {r.evaluator: r for r in e.results} for e in results}
+    paris = by_city["weather in Paris?"]["response_facts"]
+    assert (paris.label, paris.score, paris.details["threshold"]) == ("pass", 0.5, 0.5)
+    rome = by_city["weather in Rome?"]["response_facts"]  # the rule's threshold wins
+    assert (rome.label, rome.score, rome.details["threshold"]) == ("fail", 0.5, 1.0)
+    oslo = by_city["weather in Oslo?"]["response_facts"]  # no rule with facts
+    assert (oslo.label, oslo.reason) == ("skipped", "not_applicable")
+    # A rule with facts only says nothing about tool calls: tool_call_accuracy is not decided by it.
+    assert by_city["weather in Paris?"]["tool_call_accuracy"].reason == "no_expectation"
+    assert any("it is 20C in Paris" in text for text in asked) and any("it is 25C in Rome" in text for text in asked)
+
+
+def test_evaluate_expectations_give_response_facts_their_facts(tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    weather_run(provider, "Paris")
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(to_otlp_json(encode_spans(exporter.get_finished_spans())) + "\n")
+    expectations = tmp_path / "expectations.json"
+    expectations.write_text(json.dumps(FACTS))
+    with FakeOpenAI(answer()) as server:
+        env = judge_env(server, tmp_path / "unused.json", OTEL_AGENT_EVAL_JUDGE_EVALUATORS="response_facts")
+        del env["OTEL_AGENT_EVAL_EXPECTATIONS_FILE"]
+        run = subprocess.run(
+            [sys.executable, "-m", "otel_agent_eval", "evaluate", str(traces), "--format", "json",
+             "--expectations", str(expectations), "--threshold", "response_facts=1.0"],
+            capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", **env},
+        )
+    assert run.returncode == 0, run.stderr
+    (agent_run,) = json.loads(run.stdout)["agent_runs"]
+    (facts,) = [r for r in agent_run["results"] if r["evaluator"] == "response_facts"]
+    assert (facts["label"], facts["score"], facts["details"]["threshold"]) == ("pass", 1.0, 1.0)
