@@ -655,3 +655,25 @@ def test_assemble_ignores_own_evaluation_spans(run: Run) -> None:
     assert [dump(t) for t in assemble(everything)] == [
         dump(t) for t in assemble(run.telemetry.spans(exclude_scope=OWN_SCOPE))
     ]
+
+
+# --- tool_argument_validity on the tool definitions pydantic-ai records -----------------------------
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_tool_argument_validity_reads_the_recorded_definitions(run: Run, agent: str) -> None:
+    from otel_agent_eval.evaluators import ToolArgumentValidity
+
+    (evaluated,) = run.evaluated(agent)
+    trace = evaluated.trace
+    assert trace.tool_definitions, "pydantic-ai records gen_ai.tool.definitions"
+    (valid,) = ToolArgumentValidity().evaluate(trace)
+    assert (valid.label, valid.score) == ("pass", 1.0), valid.explanation  # pydantic-ai validated them itself
+    # The same run with one call's arguments broken: a wrong type fails, naming the argument.
+    step = next(s for s in trace.steps if s.tool_calls)
+    call = step.tool_calls[0]
+    broken = {**call.arguments, next(iter(call.arguments)): [1, 2]} if call.arguments else {"unexpected": [1, 2]}
+    steps = [s.model_copy(update={"tool_calls": [call.model_copy(update={"arguments": broken}), *s.tool_calls[1:]]})
+             if s is step else s for s in trace.steps]
+    (invalid,) = ToolArgumentValidity().evaluate(trace.model_copy(update={"steps": steps}))
+    assert invalid.label == "fail" and invalid.score < 1.0 and "arguments" in invalid.explanation
