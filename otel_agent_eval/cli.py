@@ -98,6 +98,17 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(settings, options)
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError("the mcp command needs the mcp package: pip install 'otel-agent-eval[mcp]'")
+    from .mcp_server import run
+
+    run(port=args.port, host=args.host)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="otel-agent-eval", description="Online evaluation of LLM agents through OpenTelemetry")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threshold", action="append", default=[], metavar="EVALUATOR=VALUE",
                        help="pass threshold of one evaluator, over OTEL_AGENT_EVAL_THRESHOLDS (repeatable)")
     serve.set_defaults(func=_serve)
+    mcp = commands.add_parser("mcp", help="MCP server with evaluation tools (stdio, or streamable HTTP with --port)")
+    mcp.add_argument("--port", type=int, default=None, help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)")
+    mcp.add_argument("--host", default="127.0.0.1", help="address to bind with --port (default 127.0.0.1)")
+    mcp.set_defaults(func=_mcp)
     return parser
 
 

@@ -1,24 +1,20 @@
 """Decode OTLP trace and log data (protobuf, OTLP/JSON, files) into pipeline records.
 
-Everything goes through the generated ``opentelemetry-proto`` classes; this module only
-maps the messages to ``SpanRecord`` / ``LogRecordData`` and adapts OTLP/JSON, which is
-*not* proto3 canonical JSON (ids are hex, not base64), before ``json_format.Parse``.
+Protobuf goes through the generated ``opentelemetry-proto`` classes (the upb runtime);
+OTLP/JSON is read straight from the parsed document by ``otlp_json``.
 Malformed input always surfaces as ``OTLPDecodeError`` so callers (CLI, server) can report
 it without knowing about protobuf exceptions.
 """
 
 from __future__ import annotations
 
-import base64
 import gzip
-import json
 import zlib
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -27,6 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
+from . import otlp_json
+from .otlp_json import OTLPDecodeError
 from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
 
 __all__ = [
@@ -42,10 +40,6 @@ __all__ = [
     "read_trace_file",
     "spans_from_request",
 ]
-
-
-class OTLPDecodeError(ValueError):
-    """Input is not valid OTLP data; the message says what and where."""
 
 
 _KIND_NAMES = {
@@ -64,10 +58,6 @@ _STATUS_NAMES = {
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _SERVICE_NAME = "service.name"
-# Fields that OTLP/JSON writes as hex while proto3 JSON expects base64.
-_HEX_ID_FIELDS = frozenset(
-    {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
-)
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -181,56 +171,10 @@ def decode_traces_protobuf(data: bytes) -> list[SpanRecord]:
     return spans_from_request(req)  # type: ignore[arg-type]
 
 
-def _hex_ids_to_base64(node: Any, where: str) -> Any:
-    """Rewrite OTLP/JSON hex ids as base64 so proto3 ``json_format`` can parse them.
-
-    Only dict *keys* named like id fields are touched; attribute keys are values of
-    ``{"key": ..., "value": ...}`` objects, so user data is never rewritten.
-    """
-    if isinstance(node, dict):
-        out = {}
-        for key, value in node.items():
-            if key in _HEX_ID_FIELDS and isinstance(value, str):
-                try:
-                    raw = bytes.fromhex(value)
-                except ValueError:
-                    raise OTLPDecodeError(f"{where}: {key} {value!r} is not a hex string") from None
-                out[key] = base64.b64encode(raw).decode("ascii")
-            else:
-                out[key] = _hex_ids_to_base64(value, where)
-        return out
-    if isinstance(node, list):
-        return [_hex_ids_to_base64(v, where) for v in node]
-    return node
-
-
-def _load_json(text: str | bytes, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except UnicodeDecodeError as exc:
-        raise OTLPDecodeError(f"{where}: not UTF-8 text: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise OTLPDecodeError(
-            f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from exc
-
-
-def _parse_otlp_json(doc: Any, message: Message, where: str) -> Message:
-    if not isinstance(doc, dict):
-        raise OTLPDecodeError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    try:
-        # Receivers must ignore unknown fields (OTLP/JSON spec); enums may be ints or names.
-        json_format.ParseDict(_hex_ids_to_base64(doc, where), message, ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
-        raise OTLPDecodeError(f"{where}: not a valid {message.DESCRIPTOR.name}: {exc}") from exc
-    return message
-
-
 def decode_traces_json(text: str | bytes) -> list[SpanRecord]:
-    """Decode one OTLP/JSON ``ExportTraceServiceRequest`` document."""
-    doc = _load_json(text, "OTLP/JSON traces")
-    req = _parse_otlp_json(doc, ExportTraceServiceRequest(), "OTLP/JSON traces")
-    return _spans_or_error(req, "OTLP/JSON traces")  # type: ignore[arg-type]
+    """Decode one OTLP/JSON ``ExportTraceServiceRequest`` document (see ``otlp_json``)."""
+    where = "OTLP/JSON traces"
+    return list(otlp_json.spans(otlp_json.load(text, where), where))
 
 
 def _spans_or_error(req: ExportTraceServiceRequest, where: str) -> list[SpanRecord]:
@@ -258,24 +202,7 @@ def _decode_json_file(data: bytes, path: str) -> list[SpanRecord]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise OTLPDecodeError(f"{path}: not UTF-8 text: {exc}") from exc
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg != "Extra data":  # "Extra data": a second document follows -> JSON lines
-            raise OTLPDecodeError(
-                f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            ) from exc
-    else:
-        req = _parse_otlp_json(doc, ExportTraceServiceRequest(), path)
-        return _spans_or_error(req, path)  # type: ignore[arg-type]
-    records: list[SpanRecord] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {lineno}"
-        req = _parse_otlp_json(_load_json(line, where), ExportTraceServiceRequest(), where)
-        records.extend(_spans_or_error(req, where))  # type: ignore[arg-type]
-    return records
+    return [record for doc, where in otlp_json.documents(text, path) for record in otlp_json.spans(doc, where)]
 
 
 def _split_length_prefixed(data: bytes) -> list[bytes] | None:
@@ -381,10 +308,6 @@ def decode_logs_protobuf(data: bytes) -> list[LogRecordData]:
 
 
 def decode_logs_json(text: str | bytes) -> list[LogRecordData]:
-    """Decode one OTLP/JSON ``ExportLogsServiceRequest`` document."""
-    doc = _load_json(text, "OTLP/JSON logs")
-    req = _parse_otlp_json(doc, ExportLogsServiceRequest(), "OTLP/JSON logs")
-    try:
-        return log_records_from_request(req)  # type: ignore[arg-type]
-    except OTLPDecodeError as exc:
-        raise OTLPDecodeError(f"OTLP/JSON logs: {exc}") from exc
+    """Decode one OTLP/JSON ``ExportLogsServiceRequest`` document (see ``otlp_json``)."""
+    where = "OTLP/JSON logs"
+    return list(otlp_json.log_records(otlp_json.load(text, where), where))

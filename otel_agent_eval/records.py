@@ -42,10 +42,28 @@ def clean(value: Any, depth: int = 0) -> Any:
     if depth >= MAX_CLEAN_DEPTH:
         return value
     if kind is tuple or kind is list:
-        return kind(clean(v, depth + 1) for v in value)
+        for v in value:  # almost always clean already: check first, copy only when something changes
+            t = type(v)
+            if not ((t is str and v.isascii()) or t in _PLAIN) and clean(v, depth + 1) is not v:
+                return kind(clean(v, depth + 1) for v in value)
+        return value
     if isinstance(value, Mapping):
+        if kind is dict:  # other mappings (the SDK's BoundedAttributes) always become a plain dict
+            for k, v in value.items():
+                t = type(v)
+                if (type(k) is str and k.isascii() and ((t is str and v.isascii()) or t in _PLAIN)) or (
+                    clean(k, depth + 1) is k and clean(v, depth + 1) is v
+                ):
+                    continue
+                break
+            else:
+                return value
         return {clean(k, depth + 1): clean(v, depth + 1) for k, v in value.items()}
     return value
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+"""Types that are clean as they are (with ASCII text: decided without a recursive call)."""
 
 
 def _clean_fields(obj: Any, *names: str) -> None:

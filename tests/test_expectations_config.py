@@ -25,7 +25,7 @@ from test_otlp import to_otlp_json
 
 FACTS = [
     {"agent": "weather", "input_pattern": "Paris", "facts": ["it is 20C in Paris", "it is sunny"]},
-    {"agent": "weather", "input_pattern": "Rome", "facts": ["it is 25C in Rome", "it is sunny"], "thresholds": {"response_facts": 1.0}},
+    {"agent": "weather", "input_pattern": "Rome", "facts": ["it is 25C in Rome"], "thresholds": {"plan_quality": 0.9}},
 ]
 
 
@@ -58,8 +58,9 @@ def test_response_facts_from_the_expectations_file_and_judge_thresholds_from_env
     expectations = tmp_path / "expectations.json"
     expectations.write_text(json.dumps(FACTS))
     results: list[EvaluatedTrace] = []
-    with FakeOpenAI(answer({"fact_1": "no"})) as server:
-        env = judge_env(server, expectations, OTEL_AGENT_EVAL_THRESHOLDS="plan_quality=0.8,response_facts=0.5")
+    # plan_quality scores 4/5 = 0.8 on every run; Paris misses its second fact.
+    with FakeOpenAI(answer({"fact_2": "no", "redundant_steps": "no", "expert_efficient": "no"})) as server:
+        env = judge_env(server, expectations, OTEL_AGENT_EVAL_THRESHOLDS="plan_quality=0.7")
         processor = AgentEvalProcessor(env=env, registry=CollectorRegistry(), settle_delay_seconds=0,
                                        emit_spans=False, emit_logs=False)
         processor.pipeline.sinks.append(Keep(results))
@@ -72,16 +73,19 @@ def test_response_facts_from_the_expectations_file_and_judge_thresholds_from_env
         assert processor.force_flush(20_000)
         asked = [json.dumps(r["body"]) for r in server.requests]
         provider.shutdown()
-    assert thresholds == {"tool_call_accuracy": 1.0, "plan_quality": 0.8, "response_facts": 0.5}
+    assert thresholds == {"tool_call_accuracy": 1.0, "plan_quality": 0.7, "response_facts": 1.0}
     by_city = {e.trace.input: {r.evaluator: r for r in e.results} for e in results}
-    paris = by_city["weather in Paris?"]["response_facts"]
-    assert (paris.label, paris.score, paris.details["threshold"]) == ("pass", 0.5, 0.5)
-    rome = by_city["weather in Rome?"]["response_facts"]  # the rule's threshold wins
-    assert (rome.label, rome.score, rome.details["threshold"]) == ("fail", 0.5, 1.0)
-    oslo = by_city["weather in Oslo?"]["response_facts"]  # no rule with facts
-    assert (oslo.label, oslo.reason) == ("skipped", "not_applicable")
+    paris, rome, oslo = (by_city[f"weather in {city}?"] for city in ("Paris", "Rome", "Oslo"))
+    # Facts come from the rules: a missing one fails, keeping its partial credit; no rule, no facts: skipped.
+    assert (paris["response_facts"].label, paris["response_facts"].score) == ("fail", 0.5)
+    assert (rome["response_facts"].label, rome["response_facts"].score) == ("pass", 1.0)
+    assert (oslo["response_facts"].label, oslo["response_facts"].reason) == ("skipped", "not_applicable")
+    # plan_quality's threshold: the environment's, except where a matching rule names one.
+    assert (paris["plan_quality"].label, paris["plan_quality"].details["threshold"]) == ("pass", 0.7), paris["plan_quality"]
+    assert (rome["plan_quality"].label, rome["plan_quality"].score, rome["plan_quality"].details["threshold"]) == (
+        "fail", 0.8, 0.9)
     # A rule with facts only says nothing about tool calls: tool_call_accuracy is not decided by it.
-    assert by_city["weather in Paris?"]["tool_call_accuracy"].reason == "no_expectation"
+    assert paris["tool_call_accuracy"].reason == "no_expectation"
     assert any("it is 20C in Paris" in text for text in asked) and any("it is 25C in Rome" in text for text in asked)
 
 

@@ -58,6 +58,7 @@ from tests.frameworks.harness import (  # noqa: E402
 from tests.frameworks.langgraph_run import (  # noqa: E402
     RESEARCHER_LABELS,
     LangGraphRun,
+    in_request_order,
     instrumented_run,
     researcher_trace,
 )
@@ -168,7 +169,7 @@ def expected_trace(run: LangGraphRun) -> AgentTrace:
     spans = run.spans
     llms = model_calls(spans)
     assert len(llms) == 4
-    tools = tool_spans(spans)
+    tools = in_request_order(tool_spans(spans))
     assert [s.name for s in tools] == ["execute_tool search", "execute_tool fetch_page", "execute_tool search",
                                        "execute_tool search"]
     return researcher_trace(graph_span(spans, "researcher"), llms, tools)

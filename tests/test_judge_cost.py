@@ -17,7 +17,7 @@ from otel_agent_eval import AgentEvalProcessor
 from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion, TrajectoryEfficiency
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
-from tests.fake_openai_server import FakeOpenAI, slow, status
+from tests.fake_openai_server import FakeOpenAI, answer, slow, status
 # ``server`` (one fake OpenAI server for the module) and ``_reset`` (autouse: a clean script per
 # test) are fixtures: imported, pytest uses them here as in their home module.
 from tests.test_judge_server import Judge, _reset, server, weather_trace  # noqa: F401
@@ -60,7 +60,7 @@ def test_cache_hits_send_no_second_request(server: FakeOpenAI, tmp_path: Any) ->
     TrajectoryEfficiency(judge.client).evaluate(weather_trace())
 
     class TaskCompletionV2(TaskCompletion):
-        PROMPT_VERSION = "task_completion.v2"
+        PROMPT_VERSION = TaskCompletion.PROMPT_VERSION + ".next"
 
     TaskCompletionV2(judge.client).evaluate(weather_trace())
     assert server.request_count == 3
@@ -119,6 +119,7 @@ class FakeHttpInstrumentation:
 
 
 def test_judge_calls_never_become_app_spans_nor_get_evaluated(server: FakeOpenAI) -> None:
+    server.set_default(answer({"agent_failed": "no"}))
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     registry = CollectorRegistry()

@@ -80,10 +80,10 @@ def test_task_completion_scores_with_the_negated_check(server: FakeOpenAI) -> No
     good = TaskCompletion(judge.client).evaluate(weather_trace())[0]
     bad = TaskCompletion(judge.client).evaluate(weather_trace(final_output="Sorry, I could not get it."))[0]
     assert (good.score, good.label) == (1.0, "pass")
-    assert (bad.score, bad.label) == (0.5, "pass") and "agent_failed" in bad.explanation
+    assert (bad.score, bad.label) == (0.5, "fail") and "critical: task_completed, agent_failed" in bad.explanation
     body = server.requests[0]["body"]
     assert body["model"] == "judge-1" and body["response_format"]["json_schema"]["strict"] is True
-    assert good.details["prompt_version"] == "task_completion.v1" and good.details["judge_model"] == "judge-1"
+    assert good.details["prompt_version"] == "task_completion.v2" and good.details["judge_model"] == "judge-1"
     assert good.details["judge_view"]["steps_shown"] == [0, 1, 2]
     assert {a["id"]: a["answer"] for a in good.details["answers"]}["agent_failed"] == "no"
     assert good.details["judge"]["input_tokens"] > 0 and good.details["judge"]["attempts"] == 1
@@ -94,7 +94,7 @@ def test_all_questions_go_in_one_call_per_evaluator(server: FakeOpenAI) -> None:
     trace = weather_trace()
     for cls, expected_ids in [
         (PlanQuality, ["addresses_task", "logical_order", "redundant_steps", "steps_follow", "expert_efficient"]),
-        (StepFaithfulness, ["step_0", "step_1", "step_2"]),
+        (StepFaithfulness, [f"step_{n}_{part}" for n in range(3) for part in ("follows", "contradicts", "invents")]),
         (ToolCallNecessity, ["call_0_0", "call_1_0"]),
         (TrajectoryEfficiency, ["detours", "repeats", "proportionate", "recovered_0_0"]),
     ]:
@@ -127,13 +127,22 @@ def test_tool_argument_accuracy_combines_schema_check_and_judge(server: FakeOpen
                                        ToolCall(name="get_weather", arguments={"town": "Paris"}, error="bad args")]),
     ])
     judge = Judge(server)
+    server.set_default(answer({"call_0_0_conflicts": "no", "call_0_1_conflicts": "no"}))
     with_defs = ToolArgumentAccuracy(judge.client, tool_definitions=definitions).evaluate(trace)[0]
-    assert with_defs.score == 0.5 and "schema violations: call_0_1" in with_defs.explanation
+    # the judge saw no conflict, the schema check did: a critical miss, whatever the share
+    assert (with_defs.score, with_defs.label) == (0.75, "fail")
+    assert "critical: call_0_1_conflicts" in with_defs.explanation and "missing required 'city'" in with_defs.explanation
     assert "missing required 'city'" in with_defs.details["schema_check"]["call_0_1"][0]
-    server.script(answer({"call_0_0": "no"}))
+    flagged = {a["id"]: a for a in with_defs.details["answers"]}["call_0_1_conflicts"]
+    assert (flagged["answer"], flagged["judge_answer"]) == ("yes", "no")
+    prompt = server.requests[-1]["body"]["messages"][1]["content"]
+    assert "TOOL DEFINITIONS" in prompt and '"required": ["city"]' in prompt  # appropriateness judged against them
+    assert with_defs.details["tool_definitions_shown"] == ["get_weather"]
+    server.script(answer({"call_0_0": "no", "call_0_0_conflicts": "no", "call_0_1_conflicts": "no"}))
     judge2 = Judge(server, cache_size=0)
     without = ToolArgumentAccuracy(judge2.client).evaluate(trace)[0]
-    assert without.score == 0.5 and without.details["schema_check"] == "no tool definitions in the trace"
+    assert (without.score, without.label) == (0.75, "fail") and without.details["schema_check"] == "no tool definitions in the trace"
+    assert "TOOL DEFINITIONS (" not in server.requests[-1]["body"]["messages"][1]["content"]
 
 
 def test_agent_memory_uses_prior_turns(server: FakeOpenAI) -> None:
@@ -173,7 +182,7 @@ def test_result_ids_depend_on_model_and_prompt_version(server: FakeOpenAI) -> No
     b = TaskCompletion(Judge(server, model="judge-2").client).evaluate(weather_trace())[0]
 
     class TaskCompletionV2(TaskCompletion):
-        PROMPT_VERSION = "task_completion.v2"
+        PROMPT_VERSION = TaskCompletion.PROMPT_VERSION + ".next"
 
     c = TaskCompletionV2(Judge(server).client).evaluate(weather_trace())[0]
     assert len({a.result_id, b.result_id, c.result_id}) == 3

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_agent_eval.config import ConfigError
 from otel_agent_eval.evaluators.judge import qag
@@ -106,7 +108,7 @@ QS = [Question("done", "Done?", "yes"), Question("failed", "Failed?", "no")]
 def test_schema_is_strict_and_lists_every_question() -> None:
     schema = qag.answer_schema(QS)
     assert schema["required"] == ["done", "failed"] and schema["additionalProperties"] is False
-    assert schema["properties"]["done"]["properties"]["answer"]["enum"] == ["yes", "no"]
+    assert schema["properties"]["done"]["properties"]["answer"]["enum"] == ["yes", "no", "unknown"]
 
 
 @pytest.mark.parametrize("content", [
@@ -138,6 +140,55 @@ def test_strict_parser_rejects_the_rest(content: str, reason: str) -> None:
 def test_score_counts_negated_questions_by_expected_answer() -> None:
     answers = {"done": {"answer": "yes", "reason": ""}, "failed": {"answer": "yes", "reason": ""}}
     assert qag.score(QS, answers) == 0.5
+
+
+@pytest.mark.parametrize("content", [
+    '{"done": {"answer": "unknown", "reason": "no result shown"}, "failed": {"answer": "no", "reason": "r"}}',
+    '{"done": "Unknown.", "failed": false}',
+])
+def test_parser_accepts_unknown(content: str) -> None:
+    answers = qag.parse_answers(content, QS)
+    assert {k: v["answer"] for k, v in answers.items()} == {"done": "unknown", "failed": "no"}
+
+
+def _answers(**given: str) -> dict[str, dict[str, str]]:
+    return {qid: {"answer": answer, "reason": f"because {qid}"} for qid, answer in given.items()}
+
+
+CRITICAL = [Question("done", "Done?", "yes", critical=True), Question("failed", "Failed?", "no", critical=True),
+            Question("clear", "Clear?", "yes"), Question("sourced", "Sourced?", "yes")]
+
+
+def test_a_critical_miss_fails_whatever_the_share() -> None:
+    verdict = qag.verdict(CRITICAL, _answers(done="yes", failed="yes", clear="yes", sourced="yes"))
+    assert verdict.score == 0.75 and verdict.critical_misses == ("failed",)
+    assert not verdict.passed(0.5) and "critical: failed" in verdict.explanation
+    fine = qag.verdict(CRITICAL, _answers(done="yes", failed="no", clear="no", sourced="yes"))
+    assert fine.score == 0.75 and fine.passed(0.75) and not fine.passed(0.8)
+
+
+def test_unknown_answers_leave_the_denominator_and_are_reported() -> None:
+    verdict = qag.verdict(CRITICAL, _answers(done="yes", failed="unknown", clear="no", sourced="unknown"))
+    assert verdict.score == 0.5 and verdict.unknown == ("failed", "sourced") and verdict.misses == ("clear",)
+    assert not verdict.insufficient and "2 unknown" in verdict.explanation
+    assert verdict.describe() == {"misses": ["clear"], "critical_misses": [], "unknown": ["failed", "sourced"]}
+
+
+@pytest.mark.parametrize(("given", "insufficient"), [
+    ({"done": "unknown", "failed": "unknown", "clear": "yes", "sourced": "yes"}, True),  # every critical one
+    ({"done": "unknown", "failed": "unknown", "clear": "unknown", "sourced": "unknown"}, True),  # every one
+    ({"done": "unknown", "failed": "no", "clear": "yes", "sourced": "yes"}, False),
+])
+def test_insufficient_evidence(given: dict[str, str], insufficient: bool) -> None:
+    verdict = qag.verdict(CRITICAL, _answers(**given))
+    assert verdict.insufficient is insufficient
+    assert ("not enough evidence" in verdict.explanation) is insufficient
+
+
+def test_without_critical_questions_only_all_unknown_is_insufficient() -> None:
+    assert not qag.verdict(QS, _answers(done="unknown", failed="no")).insufficient
+    all_unknown = qag.verdict(QS, _answers(done="unknown", failed="unknown"))
+    assert all_unknown.insufficient and all_unknown.score is None
 
 
 # --- rendering (large traces) ---------------------------------------------------------------------
@@ -272,3 +323,26 @@ def test_docs_variable_table_is_in_sync() -> None:
     from pathlib import Path
 
     assert settings_table() in (Path(__file__).resolve().parent.parent / "docs" / "judge.md").read_text()
+
+
+# --- verdict properties ----------------------------------------------------------------------------
+
+_questions = st.lists(
+    st.builds(Question, id=st.just(""), text=st.just("?"), expected=st.sampled_from(["yes", "no"]), critical=st.booleans()),
+    min_size=1, max_size=8,
+).map(lambda qs: [Question(f"q{n}", q.text, q.expected, q.critical) for n, q in enumerate(qs)])
+
+
+@given(_questions, st.data(), st.floats(0.0, 1.0))
+def test_verdict_properties(questions: list[Question], data: st.DataObject, threshold: float) -> None:
+    given_answers = {q.id: data.draw(st.sampled_from(["yes", "no", "unknown"])) for q in questions}
+    verdict = qag.verdict(questions, _answers(**given_answers))
+    assert qag.verdict(questions, _answers(**{q.id: q.expected for q in questions})).passed(threshold)  # as expected: pass
+    critical_miss = any(q.critical and given_answers[q.id] not in (q.expected, "unknown") for q in questions)
+    if critical_miss:
+        assert not verdict.passed(threshold)
+    known = [q for q in questions if given_answers[q.id] != "unknown"]
+    if known:  # unknowns never count, either way
+        assert verdict.score == sum(given_answers[q.id] == q.expected for q in known) / len(known)
+    assert verdict.insufficient == (not known or any(q.critical for q in questions)
+                                    and all(given_answers[q.id] == "unknown" for q in questions if q.critical))

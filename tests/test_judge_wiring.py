@@ -15,7 +15,7 @@ from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 
 
 def test_processor_runs_judge_evaluators_when_a_judge_is_configured() -> None:
-    with FakeOpenAI(answer()) as judge_server:
+    with FakeOpenAI(answer({"agent_failed": "no"})) as judge_server:
         env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge_server.base_url,
                "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
         provider = TracerProvider()

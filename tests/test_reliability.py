@@ -96,7 +96,9 @@ class Blocking(Evaluator):
             with self.lock:  # held by the test: never acquired
                 pass
         else:
-            self.release.wait(HANG_GUARD)
+            # Every test releases it in a finally; the guard only frees the daemon thread if one does not.
+            # It must outlast the slowest test that holds it (the 100k flood on a loaded machine).
+            self.release.wait(10 * HANG_GUARD)
         return [self.scored(trace, 1.0, "late")]
 
 

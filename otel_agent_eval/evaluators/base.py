@@ -49,10 +49,16 @@ class Evaluator(ABC):
 
     def scored(
         self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None,
-        passed: bool | None = None,
+        *, passed: bool | None = None,
     ) -> EvalResult:
-        """A pass or fail: ``score >= threshold`` passes, unless ``passed`` decides (e.g. a
-        forbidden tool fails whatever the threshold)."""
+        """A pass or fail. By default ``score >= threshold`` passes, the threshold being
+        ``threshold_for(trace)`` (a matching rule's, else the evaluator's).
+
+        ``passed`` decides the label when the expectation is more than a share
+        (a critical check missed, a forbidden tool called, fails a run whatever its
+        score): the score keeps its partial credit for dashboards, the label says
+        whether the expectation was met.
+        """
         score = min(1.0, max(0.0, float(score)))
         threshold = self.threshold_for(trace)
         if passed is None:

@@ -88,6 +88,13 @@ def worker_traces(
     return research_trace, writer_trace
 
 
+def in_request_order(tools: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    """The researcher's four tool spans in the order the model requested them: start order, except that
+    the first turn's two parallel calls (search, fetch_page) run on threads and may start either way round."""
+    ordered = sorted(tools, key=lambda s: s.start_time or 0)
+    return sorted(ordered[:2], key=lambda s: "fetch_page" in s.name) + ordered[2:]
+
+
 def researcher_trace(graph: ReadableSpan, llms: Sequence[ReadableSpan], tools: Sequence[ReadableSpan]) -> AgentTrace:
     """The AgentTrace of ``sc.run_researcher`` from its graph span, its four model calls and its four tool
     spans (start order), whichever LangChain instrumentation recorded them."""

@@ -36,7 +36,7 @@ REASONS = (
     "malformed_response",      # not one JSON object, or not the expected shape
     "refusal",                 # message.refusal set, or finish_reason content_filter
     "empty_response",          # no choice, or empty content
-    "ambiguous_answer",        # a question answered with something other than yes / no, or not answered
+    "ambiguous_answer",        # a question answered with something other than yes / no / unknown, or not answered
     "trace_too_large",         # the large-trace rule could not fit the trace (render.py)
 )
 

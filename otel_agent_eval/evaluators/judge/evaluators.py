@@ -1,9 +1,14 @@
 """LLM-judge agent evaluators (QAG): yes/no questions, all asked in one call, score = share as expected.
 
-Each evaluator: a snake_case ``name``, a ``version`` (scoring), a
+Each evaluator: a snake_case ``name``, a ``version`` (scoring and labels), a
 ``PROMPT_VERSION`` (wording; bump it with any change to the questions or
 instructions: results get new ids and the cache does not serve old answers),
-``instructions`` and ``questions(trace, view)``. The base class renders the
+``instructions``, ``questions(trace, view)`` (some marked critical) and a
+``default_threshold`` whose reason is written in docs/judge.md. The label
+is pass only when no critical question is missed and the share of known
+answers reaches the threshold; when the judge answers ``unknown`` to every
+question, or every critical one, the result is ``skipped``
+(``insufficient_evidence``). The base class renders the
 trace by the large-trace rule (``render.py``), asks the judge, and turns
 every judge problem into a result: ``skipped`` with ``reason:
 budget_exhausted`` when the hourly budget is spent, ``error`` with a reason
@@ -12,6 +17,7 @@ otherwise. It never raises for judge problems.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -25,7 +31,7 @@ from .render import JudgeView, call_label, clip, render_trace
 from .schema_check import check_call, tool_schemas
 
 MAX_ITEM_QUESTIONS = 40
-"""Per-step, per-call or per-fact questions asked at most (the first ones shown); ``answers`` lists what was asked."""
+"""Per-step, per-call or per-fact questions asked at most, whole items only (the first ones shown); ``answers`` lists what was asked."""
 
 
 class JudgeEvaluator(Evaluator):
@@ -34,7 +40,7 @@ class JudgeEvaluator(Evaluator):
     PROMPT_VERSION: ClassVar[str] = "1"
     instructions: ClassVar[str] = ""
     include_steps: ClassVar[bool] = True
-    default_threshold = 0.5
+    default_threshold = 0.75
 
     def __init__(self, judge: JudgeClient, threshold: float | None = None) -> None:
         super().__init__(threshold)
@@ -57,9 +63,16 @@ class JudgeEvaluator(Evaluator):
 
     def finish(
         self, trace: AgentTrace, questions: list[Question], answers: dict[str, dict[str, str]], details: dict[str, Any]
-    ) -> tuple[float, str]:
-        """Score and explanation from the answers (override to combine with deterministic checks)."""
-        return qag.score(questions, answers), explain(questions, answers)
+    ) -> qag.Verdict:
+        """The verdict of the answers (override to combine them with deterministic checks)."""
+        return qag.verdict(questions, answers)
+
+    def conclude(self, trace: AgentTrace, verdict: qag.Verdict, details: dict[str, Any]) -> EvalResult:
+        """The result of a verdict: skipped without enough evidence, else pass only if the expectation was met."""
+        details.update(verdict.describe())
+        if verdict.insufficient or verdict.score is None:
+            return self.skipped(trace, verdict.explanation, details, reason="insufficient_evidence")
+        return self.scored(trace, verdict.score, verdict.explanation, details, passed=verdict.passed(self.threshold_for(trace)))
 
     # -- the flow --------------------------------------------------------------
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
@@ -107,8 +120,7 @@ class JudgeEvaluator(Evaluator):
             "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens, "usage_estimated": reply.usage_estimated,
             "cost_usd": reply.cost_usd, "attempts": reply.attempts, "cached": reply.cached, "redactions": reply.redactions,
         }
-        score, explanation = self.finish(trace, questions, answers, details)
-        return [self.scored(trace, score, explanation, details)]
+        return [self.conclude(trace, self.finish(trace, questions, answers, details), details)]
 
     def _count_error(self, reason: str) -> None:
         if self.judge.metrics is not None:
@@ -116,16 +128,6 @@ class JudgeEvaluator(Evaluator):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.judge.model!r}, threshold={self.threshold})"
-
-
-def explain(questions: list[Question], answers: dict[str, dict[str, str]]) -> str:
-    misses = [q for q in questions if answers[q.id]["answer"] != q.expected]
-    head = f"{len(questions) - len(misses)}/{len(questions)} checks passed"
-    if not misses:
-        return head
-    first = misses[0]
-    why = answers[first.id].get("reason") or ""
-    return f"{head}; failed: {', '.join(q.id for q in misses[:5])}" + (f" ({first.id}: {why})" if why else "")[:300]
 
 
 def shown_steps(trace: AgentTrace, view: JudgeView) -> list[Any]:
@@ -151,8 +153,9 @@ class TaskCompletion(JudgeEvaluator):
     """Did the final output do what the user asked (and, negated: did the agent fail or error)?"""
 
     name = "task_completion"
-    version = "1"
-    PROMPT_VERSION = "task_completion.v1"
+    version = "2"
+    PROMPT_VERSION = "task_completion.v2"
+    default_threshold = 0.75
     instructions = "Judge whether the agent completed the user's task."
 
     def applies(self, trace: AgentTrace) -> str | None:
@@ -163,9 +166,10 @@ class TaskCompletion(JudgeEvaluator):
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
         return [
             Question("addresses_request", "Does the final response address what the user asked for?", "yes"),
-            Question("task_completed", "Did the agent fully accomplish the task, rather than partially, or only promising or describing it?", "yes"),
+            Question("task_completed", "Did the agent fully accomplish the task, rather than partially, or only promising or describing it?",
+                     "yes", critical=True),
             Question("supported_by_steps", "Are the results the final response reports supported by the tool results shown (not claimed without evidence)?", "yes"),
-            Question("agent_failed", "Did the agent fail, give up, or end with an error instead of completing the task?", "no"),
+            Question("agent_failed", "Did the agent fail, give up, or end with an error instead of completing the task?", "no", critical=True),
         ]
 
 
@@ -173,8 +177,9 @@ class PlanQuality(JudgeEvaluator):
     """Addresses the task, logical order, no redundant steps, each step follows, expert-level efficiency."""
 
     name = "plan_quality"
-    version = "1"
-    PROMPT_VERSION = "plan_quality.v1"
+    version = "2"
+    PROMPT_VERSION = "plan_quality.v2"
+    default_threshold = 0.8
     instructions = "Judge the quality of the plan the agent followed: the sequence of its steps and tool calls."
 
     def applies(self, trace: AgentTrace) -> str | None:
@@ -182,20 +187,26 @@ class PlanQuality(JudgeEvaluator):
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
         return [
-            Question("addresses_task", "Does the sequence of steps address the user's task?", "yes"),
+            Question("addresses_task", "Does the sequence of steps address the user's task?", "yes", critical=True),
             Question("logical_order", "Are the steps in a logical order?", "yes"),
             Question("redundant_steps", "Does the plan contain redundant or unnecessary steps?", "no"),
-            Question("steps_follow", "Does each step follow from the previous ones?", "yes"),
+            Question("steps_follow", "Does each step follow from the user's task and the results of the steps before it "
+                                     "(the first step from the task alone)?", "yes"),
             Question("expert_efficient", "Is the plan about as efficient as an expert would make it?", "yes"),
         ]
 
 
 class StepFaithfulness(JudgeEvaluator):
-    """Each step follows from the task and prior steps, without contradiction or invented facts."""
+    """Each step follows from the task and prior steps, without contradiction or invented facts.
+
+    Three questions per step, one condition each; a step contradicting a tool
+    result or an earlier step is critical.
+    """
 
     name = "step_faithfulness"
-    version = "1"
-    PROMPT_VERSION = "step_faithfulness.v1"
+    version = "2"
+    PROMPT_VERSION = "step_faithfulness.v2"
+    default_threshold = 0.8
     instructions = (
         "Judge each step shown in full on its own: does it follow from the user's task and from what the earlier "
         "steps and tool results established, without contradicting them and without inventing facts?"
@@ -205,32 +216,39 @@ class StepFaithfulness(JudgeEvaluator):
         return None if trace.steps else "no LLM turn recorded"
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
-        steps = shown_steps(trace, view)[:MAX_ITEM_QUESTIONS]
-        return [
-            Question(
-                f"step_{step.index}",
-                f"Is STEP {step.index} faithful: it follows from the task and the prior steps, contradicts none of them, "
-                "and invents no fact absent from the task, the tool results or prior steps?",
-                "yes",
-            )
-            for step in steps
-        ]
+        questions: list[Question] = []
+        for step in shown_steps(trace, view)[: MAX_ITEM_QUESTIONS // 3]:
+            n = step.index
+            questions += [
+                Question(f"step_{n}_follows", f"Does STEP {n} follow from the user's task and from what the earlier steps and "
+                         "tool results established (for the first step: from the task alone)?", "yes"),
+                Question(f"step_{n}_contradicts", f"Does STEP {n} contradict a tool result or an earlier step shown in the record "
+                         "(for example, state a value different from the one a tool returned)?", "no", critical=True),
+                Question(f"step_{n}_invents", f"Does STEP {n} state a fact found in neither the task, the tool results nor the "
+                         "earlier steps?", "no"),
+            ]
+        return questions
 
 
 class ToolArgumentAccuracy(JudgeEvaluator):
     """Arguments appropriate for the tool and the task; plus a JSON-schema check when tool definitions are known.
 
-    A call counts as accurate only when its arguments pass the schema (if one is
-    known) and the judge answers yes. Definitions come from ``tool_definitions``
+    Two questions per call: appropriate with no invented value, and (critical)
+    an argument contradicting the task, an earlier result or the tool's
+    definition. The judge is shown the definitions (``context``); a call whose
+    arguments fail the schema check counts as contradicting its definition,
+    whatever the judge answered. Definitions come from ``tool_definitions``
     (static) or the trace's ``tool_definitions`` (from ``gen_ai.tool.definitions``).
     """
 
     name = "tool_argument_accuracy"
-    version = "1"
-    PROMPT_VERSION = "tool_argument_accuracy.v1"
+    version = "2"
+    PROMPT_VERSION = "tool_argument_accuracy.v2"
+    default_threshold = 0.8
     instructions = (
         "Judge the arguments of each tool call: are they appropriate for the tool and the task, with values taken "
-        "from the task or from earlier results rather than invented?"
+        "from the task or from earlier results rather than invented, and consistent with the tool's definition when "
+        "TOOL DEFINITIONS shows it?"
     )
 
     def __init__(self, judge: JudgeClient, threshold: float | None = None, tool_definitions: Sequence[Any] | None = None) -> None:
@@ -240,37 +258,63 @@ class ToolArgumentAccuracy(JudgeEvaluator):
     def applies(self, trace: AgentTrace) -> str | None:
         return None if trace.tool_calls else "no tool call"
 
+    def _schemas(self, trace: AgentTrace) -> dict[str, dict[str, Any]]:
+        return tool_schemas(self.tool_definitions if self.tool_definitions is not None else trace.tool_definitions)
+
+    def context(self, trace: AgentTrace) -> tuple[str, dict[str, Any]]:
+        """The tools' definitions, so appropriateness is judged against them (at most a quarter of the prompt budget)."""
+        schemas = self._schemas(trace)
+        if not schemas:
+            return "", {"tool_definitions_shown": []}
+        s = self.judge.settings
+        budget, used, lines = s.max_prompt_chars // 4, 0, []
+        for name, params in schemas.items():
+            line = f"- {name}: parameters {clip(json.dumps(params, sort_keys=True, default=str), s.max_field_chars)[0]}"
+            if used + len(line) > budget and lines:
+                break
+            lines.append(line)
+            used += len(line)
+        shown = list(schemas)[: len(lines)]
+        header = "TOOL DEFINITIONS (the tools offered to the agent, with their parameters' JSON schemas):"
+        return "\n".join([header, *lines]), {"tool_definitions_shown": shown}
+
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
-        return [
-            Question(item_id("call", call_label(step, i)),
-                     f"Are the arguments of tool call {call_label(step, i)} ({call.name}) appropriate for the tool and the task, with no invented values?",
-                     "yes")
-            for step, i, call in shown_calls(trace, view)[:MAX_ITEM_QUESTIONS]
-        ]
+        questions: list[Question] = []
+        for step, i, call in shown_calls(trace, view)[: MAX_ITEM_QUESTIONS // 2]:
+            label, qid = call_label(step, i), item_id("call", call_label(step, i))
+            questions += [
+                Question(qid, f"Are the arguments of tool call {label} ({call.name}) appropriate for the tool and the task, "
+                         "with no invented values?", "yes"),
+                Question(f"{qid}_conflicts", f"Does an argument of tool call {label} ({call.name}) contradict the user's task, "
+                         "an earlier tool result, or the tool's definition in TOOL DEFINITIONS?", "no", critical=True),
+            ]
+        return questions
 
     def finish(self, trace, questions, answers, details):  # type: ignore[no-untyped-def]
-        definitions = self.tool_definitions if self.tool_definitions is not None else trace.tool_definitions
-        schemas = tool_schemas(definitions)
+        schemas = self._schemas(trace)
         if not schemas:
             details["schema_check"] = "no tool definitions in the trace"
             return super().finish(trace, questions, answers, details)
         by_id = {item_id("call", call_label(step, i)): call for step in trace.steps for i, call in enumerate(step.tool_calls)}
-        problems = {qid: check_call(schemas, by_id[qid]) for qid in (q.id for q in questions)}
+        problems = {q.id: check_call(schemas, by_id[q.id]) for q in questions if q.id in by_id}
         details["schema_check"] = {qid: found for qid, found in problems.items() if found} or "all arguments valid"
-        good = sum(answers[q.id]["answer"] == "yes" and not problems[q.id] for q in questions)
-        invalid = [qid for qid, found in problems.items() if found]
-        explanation = f"{good}/{len(questions)} calls with accurate arguments"
-        if invalid:
-            explanation += f"; schema violations: {', '.join(invalid[:5])} ({problems[invalid[0]][0]})"
-        return good / len(questions), explanation[:300]
+        # A schema violation is a contradiction of the tool's definition, whatever the judge said.
+        answers = {**answers, **{
+            f"{qid}_conflicts": {"answer": "yes", "reason": f"schema check: {found[0]}"[:300],
+                                 "judge_answer": answers[f"{qid}_conflicts"]["answer"]}
+            for qid, found in problems.items() if found
+        }}
+        details["answers"] = qag.transcript(questions, answers)
+        return super().finish(trace, questions, answers, details)
 
 
 class ToolCallNecessity(JudgeEvaluator):
     """Each call necessary, not redundant given the results of earlier calls."""
 
     name = "tool_call_necessity"
-    version = "1"
-    PROMPT_VERSION = "tool_call_necessity.v1"
+    version = "2"
+    PROMPT_VERSION = "tool_call_necessity.v2"
+    default_threshold = 0.8
     instructions = "Judge whether each tool call was needed for the task, given what earlier calls had already returned."
 
     def applies(self, trace: AgentTrace) -> str | None:
@@ -289,8 +333,9 @@ class TrajectoryEfficiency(JudgeEvaluator):
     """No detours or repeats, a length proportionate to the task, recovery from (structured) tool errors."""
 
     name = "trajectory_efficiency"
-    version = "1"
-    PROMPT_VERSION = "trajectory_efficiency.v1"
+    version = "2"
+    PROMPT_VERSION = "trajectory_efficiency.v2"
+    default_threshold = 0.66
     instructions = "Judge the agent's trajectory: the path of steps and tool calls it took to reach its final response."
 
     def applies(self, trace: AgentTrace) -> str | None:
@@ -308,7 +353,7 @@ class TrajectoryEfficiency(JudgeEvaluator):
             Question(item_id("recovered", call_label(step, i)),
                      f"After tool call {call_label(step, i)} ({call.name}) failed with the ERROR shown, did the agent handle it well: "
                      "retry with corrected input, use an alternative, or report the failure honestly, rather than ignore it?",
-                     "yes")
+                     "yes", critical=True)
             for step, i, call in failed[:MAX_ITEM_QUESTIONS]
         ]
         return questions
@@ -337,8 +382,9 @@ class AgentMemoryEval(JudgeEvaluator):
     """
 
     name = "agent_memory"
-    version = "1"
-    PROMPT_VERSION = "agent_memory.v1"
+    version = "2"
+    PROMPT_VERSION = "agent_memory.v2"
+    default_threshold = 0.75
     instructions = (
         "The CONVERSATION SO FAR shows earlier turns of the same conversation, oldest first. Judge whether the agent "
         "in the current run uses what was said there correctly."
@@ -380,8 +426,9 @@ class AgentMemoryEval(JudgeEvaluator):
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
         return [
-            Question("uses_prior", "Where earlier turns are relevant, does the agent use the information from them correctly?", "yes"),
-            Question("contradicts_prior", "Does the agent contradict facts established in earlier turns?", "no"),
+            Question("uses_prior", "Does the agent use the information from earlier turns that is relevant to the current request "
+                     "correctly? (Answer unknown if nothing said earlier is relevant to it.)", "yes"),
+            Question("contradicts_prior", "Does the agent contradict facts established in earlier turns?", "no", critical=True),
             Question("invented_memory", "Does the agent claim something was said or done earlier that the earlier turns do not show?", "no"),
             Question("stale_facts", "Does the agent rely on information from earlier turns that was later corrected or superseded?", "no"),
         ]
@@ -399,8 +446,9 @@ class ResponseFacts(JudgeEvaluator):
     """
 
     name = "response_facts"
-    version = "1"
-    PROMPT_VERSION = "response_facts.v1"
+    version = "2"
+    PROMPT_VERSION = "response_facts.v2"
+    default_threshold = 1.0
     instructions = "Judge only the FINAL RESPONSE: does it state each expected fact (in any wording)?"
     include_steps = False
 
@@ -431,7 +479,8 @@ class ResponseFacts(JudgeEvaluator):
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
         return [
-            Question(f"fact_{n}", f"Does the final response state (or clearly imply) this fact: {fact!r}?", "yes")
+            Question(f"fact_{n}", f"Does the final response state (or clearly imply) this fact, without contradicting it: {fact!r}?",
+                     "yes", critical=True)
             for n, fact in enumerate(self.expected(trace)[:MAX_ITEM_QUESTIONS], start=1)
         ]
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""OTLP decoding cost against the floor: the standard library's ``json.loads`` of the same bytes.
+
+The workload is ``benchmarks/offline.py``'s export: N runs of the scripted agent (GenAI semconv
+spans with message content, through the real SDK and its OTLP encoder), one
+``ExportTraceServiceRequest`` per run, as OTLP/JSON lines and as protobuf. Measured side by
+side, alternating, in one process, best of ``--rounds``:
+
+- ``json.loads`` of every line (the floor the target is stated against);
+- ``otel_agent_eval.otlp.decode_traces_json`` of every line (the direct OTLP/JSON reader:
+  parse + records), and the target, at most 2x the floor;
+- the previous path for comparison: hex ids rewritten to base64, then protobuf's
+  ``json_format.ParseDict`` and the protobuf mapping;
+- ``decode_traces_protobuf`` of the same requests as protobuf (the upb runtime).
+
+    python benchmarks/otlp_decode.py --traces 2000 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.offline import generate  # noqa: E402
+
+_IDS = {"traceId", "spanId", "parentSpanId"}
+
+
+def _hex_to_base64(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: base64.b64encode(bytes.fromhex(v)).decode() if k in _IDS and isinstance(v, str) else _hex_to_base64(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_hex_to_base64(v) for v in node]
+    return node
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    from google.protobuf import json_format
+    from google.protobuf.internal import api_implementation
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from otel_agent_eval import otlp_json
+    from otel_agent_eval.otlp import decode_traces_json, decode_traces_protobuf, spans_from_request
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runs.jsonl"
+        generate(path, args.traces)
+        lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    protobufs = []
+    for line in lines:
+        req = ExportTraceServiceRequest()
+        json_format.ParseDict(_hex_to_base64(json.loads(line)), req)
+        protobufs.append(req.SerializeToString())
+    spans = sum(len(decode_traces_json(line)) for line in lines)
+
+    def old_json(line: bytes) -> Any:
+        req = ExportTraceServiceRequest()
+        json_format.ParseDict(_hex_to_base64(json.loads(line)), req, ignore_unknown_fields=True)
+        return spans_from_request(req)
+
+    cases: dict[str, tuple[Callable[[Any], Any], list[Any]]] = {
+        "json.loads (floor)": (json.loads, lines),
+        "decode_traces_json": (decode_traces_json, lines),
+        "decode_traces_protobuf": (decode_traces_protobuf, protobufs),
+        "previous JSON path (json_format)": (old_json, lines),
+    }
+    best = {name: float("inf") for name in cases}
+    for _ in range(args.rounds):
+        for name, (fn, inputs) in cases.items():
+            started = time.perf_counter()
+            for item in inputs:
+                fn(item)
+            best[name] = min(best[name], time.perf_counter() - started)
+    floor = best["json.loads (floor)"]
+    print(f"python {sys.version.split()[0]}, protobuf runtime {api_implementation.Type()}, JSON parser "
+          f"{otlp_json._loads.__module__}; {len(lines)} requests, {spans} spans, {sum(map(len, lines)) / 1e6:.1f} MB of JSON; "
+          f"best of {args.rounds}")
+    for name, seconds in best.items():
+        print(f"  {name:<34} {seconds * 1e3:8.1f} ms  {spans / seconds:>10,.0f} spans/s  {seconds / floor:5.2f}x json.loads")
+    ratio = best["decode_traces_json"] / floor
+    print(f"target: decode_traces_json <= 2x json.loads: {ratio:.2f}x -> {'met' if ratio <= 2 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
