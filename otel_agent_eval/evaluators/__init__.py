@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..model import AgentTrace
-
 from .arguments import ToolArgumentValidity
 from .base import Evaluator
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
@@ -51,8 +50,10 @@ def build_evaluators(
     Thresholds, most specific first: a matching expectation rule's, then ``thresholds``
     (constructor or CLI), then ``settings.thresholds`` (environment), then the default.
     """
-    rules = expectation_rules(settings, expectations)
-    chosen = {**settings.thresholds, **(thresholds or {})}
+    return _builtins(settings, expectation_rules(settings, expectations), {**settings.thresholds, **(thresholds or {})})
+
+
+def _builtins(settings: Settings, rules: list[ToolExpectation], chosen: Mapping[str, float]) -> list[Evaluator]:
     built: list[Evaluator] = []
     for name in settings.evaluators:
         threshold = chosen.get(name)
@@ -85,7 +86,9 @@ def build_configured_evaluators(
     from ..config import ENV_PREFIX, ConfigError
     from .judge import JudgeSettings
 
-    evaluators = build_evaluators(settings, expectations, thresholds=thresholds)
+    rules = expectation_rules(settings, expectations)
+    chosen = {**settings.thresholds, **(thresholds or {})}
+    evaluators = _builtins(settings, rules, chosen)
     judge_settings = JudgeSettings.load(env)
     if not judge_settings.enabled:
         return evaluators, None
@@ -102,10 +105,8 @@ def build_configured_evaluators(
             "pip install 'otel-agent-eval[judge]' (or unset the judge variables)"
         )
     judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None)
-    rules = expectation_rules(settings, expectations)
     judged = build_judge_evaluators(
-        judge, judge_settings.evaluators, thresholds={**settings.thresholds, **(thresholds or {})},
-        facts_for=lambda trace: facts_for(rules, trace),
+        judge, judge_settings.evaluators, thresholds=chosen, facts_for=lambda trace: facts_for(rules, trace)
     )
     for evaluator in judged:
         evaluator.rules = rules
