@@ -61,6 +61,9 @@ class Settings(BaseModel):
     prometheus_port: int | None = Field(None, ge=0, le=65535, description="Serve /metrics on this port (0 picks a free port); unset: no server.")
     prometheus_host: str = Field("0.0.0.0", description="Address the /metrics server binds to.")
     max_agent_labels: int = Field(50, ge=1, description="Distinct agent label values; further agents are reported as 'other'.")
+    max_service_labels: int = Field(
+        20, ge=1, description="Distinct service label values (resource service.name); further services are reported as 'other'."
+    )
 
     @field_validator("evaluators", mode="before")
     @classmethod

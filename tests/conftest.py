@@ -165,16 +165,24 @@ class MetricSamples:
         """All samples called ``name``: {frozenset(labels.items()): value}."""
         return {frozenset(s.labels.items()): s.value for s in self.samples if s.name == name}
 
+    SUMMABLE = frozenset(("service", "reason"))
+    """Labels a look-up may leave out (summed over): where a run came from, why it was skipped."""
+
     def by_labels(self, name: str, *label_names: str) -> dict[tuple[str, ...], float]:
-        """All samples called ``name``, keyed by the values of ``label_names`` (which must be all its labels)."""
+        """All samples called ``name``, keyed by the values of ``label_names``.
+
+        ``label_names`` must be all its labels but those in ``SUMMABLE``, which are summed over.
+        """
         out: dict[tuple[str, ...], float] = {}
         for s in self.samples:
             if s.name != name:
                 continue
-            assert set(s.labels) == set(label_names), f"{name}: labels {sorted(s.labels)} != {sorted(label_names)}"
+            rest = set(s.labels) - set(label_names)
+            assert set(label_names) <= set(s.labels) and rest <= self.SUMMABLE, (
+                f"{name}: labels {sorted(s.labels)} != {sorted(label_names)}"
+            )
             key = tuple(s.labels[label] for label in label_names)
-            assert key not in out, f"{name}: duplicate sample {s.labels}"
-            out[key] = s.value
+            out[key] = out.get(key, 0.0) + s.value
         return out
 
     def find(self, name: str, **labels: str) -> list[Sample]:

@@ -132,8 +132,8 @@ def test_demo_prints_scores_and_serves_metrics_while_running() -> None:
         assert "tool_call_accuracy" in output and "weather-agent" in output and "Summary:" in output
         body = urllib.request.urlopen(url, timeout=10).read().decode()
         for agent in ("weather-agent", "support-agent", "research-agent"):
-            assert f'agent_eval_score_count{{agent="{agent}",evaluator="loop_detection"}}' in body
-        assert 'agent_eval_results_total{agent="research-agent",evaluator="loop_detection",outcome="fail"}' in body
+            assert f'agent_eval_score_count{{agent="{agent}",evaluator="loop_detection",service="otel-agent-eval-demo"}}' in body
+        assert 'agent_eval_results_total{agent="research-agent",evaluator="loop_detection",outcome="fail",reason="",service="otel-agent-eval-demo"}' in body
     finally:
         proc.kill()
         proc.wait(timeout=10)

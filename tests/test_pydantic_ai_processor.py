@@ -278,7 +278,19 @@ class RunSpans:
             # The tools pydantic-ai offered the model, as recorded on its chat spans.
             tool_definitions=json.loads(self.chats[0].attributes["gen_ai.tool.definitions"]),
             issues=[],
+            # The agent span's attributes but its content (pydantic_ai.all_messages, final_result,
+            # gen_ai.system_instructions, logfire.json_schema), and its resource's service name.
+            metadata={
+                **{key: span.attributes[key] for key in AGENT_SPAN_METADATA},
+                "service.name": span.resource.attributes["service.name"],
+            },
         )
+
+
+AGENT_SPAN_METADATA = (
+    "model_name", "agent_name", "gen_ai.agent.name", "gen_ai.agent.call.id", "gen_ai.conversation.id",
+    "gen_ai.operation.name", "logfire.msg", "gen_ai.aggregated_usage.input_tokens", "gen_ai.aggregated_usage.output_tokens",
+)
 
 
 def expected_trace(run: Run, agent: str) -> AgentTrace:
@@ -458,9 +470,16 @@ def test_scores_per_evaluator(run: Run, agent: str) -> None:
 # --- evaluation span -----------------------------------------------------------------------------
 
 
+SERVICE = "unknown_service:python"
+"""The SDK's default resource names the service so: the evaluation span and log records repeat it."""
+
+
 def expected_span_attributes(agent: str, span_id: str) -> dict[str, Any]:
     results = EXPECTED_RESULTS[agent]
-    attributes: dict[str, Any] = {"agent_eval.agent.name": agent, "agent_eval.evaluated_span_id": span_id}
+    attributes: dict[str, Any] = {
+        "agent_eval.agent.name": agent, "agent_eval.phase": "deterministic", "agent_eval.service.name": SERVICE,
+        "agent_eval.evaluated_span_id": span_id,
+    }
     for evaluator, label, score, _, _ in results:
         attributes[f"agent_eval.{evaluator}.label"] = label
         if score is not None:
@@ -475,6 +494,8 @@ def test_expected_span_attributes_helper_spelled_out(run: Run) -> None:
     span_id = hex_span(run.agent_spans["payment_agent"])
     assert expected_span_attributes("payment_agent", span_id) == {
         "agent_eval.agent.name": "payment_agent",
+        "agent_eval.phase": "deterministic",
+        "agent_eval.service.name": "unknown_service:python",
         "agent_eval.evaluated_span_id": span_id,
         "agent_eval.tool_call_accuracy.label": "skipped",
         "agent_eval.tool_failure_recovery.label": "fail",
@@ -539,6 +560,7 @@ def test_evaluation_log_records(run: Run, agent: str) -> None:
             "gen_ai.agent.name": agent,
             "agent_eval.result_id": result_id(hex_trace(agent_span), hex_span(agent_span), evaluator, VERSIONS[evaluator]),
             "agent_eval.evaluator.version": VERSIONS[evaluator],
+            "agent_eval.service.name": SERVICE,
         }
         if score is not None:
             attributes["gen_ai.evaluation.score.value"] = score
@@ -569,9 +591,9 @@ def test_prometheus_result_samples(run: Run, metric_samples: Callable[..., Any])
         for le in SCORE_BUCKETS
     }
     # Spot checks, written out: the 0.25 of search_agent lands in le=0.3, not le=0.2.
-    assert m.value("agent_eval_score_bucket", evaluator="tool_call_accuracy", agent="search_agent", le="0.2") == 0.0
-    assert m.value("agent_eval_score_bucket", evaluator="tool_call_accuracy", agent="search_agent", le="0.3") == 1.0
-    assert m.value("agent_eval_score_bucket", evaluator="tool_call_accuracy", agent="payment_agent", le="+Inf") is None
+    assert m.value("agent_eval_score_bucket", evaluator="tool_call_accuracy", agent="search_agent", service="unknown", le="0.2") == 0.0
+    assert m.value("agent_eval_score_bucket", evaluator="tool_call_accuracy", agent="search_agent", service="unknown", le="0.3") == 1.0
+    assert m.value("agent_eval_score_bucket", evaluator="tool_call_accuracy", agent="payment_agent", service="unknown", le="+Inf") is None
     assert m.by_labels("agent_eval_evaluation_duration_seconds_count", "evaluator") == dict.fromkeys(
         [(e,) for e in EVALUATORS], float(len(AGENTS))
     )

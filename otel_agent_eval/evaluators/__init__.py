@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..model import AgentTrace
 from .arguments import ToolArgumentValidity
@@ -76,9 +76,11 @@ def build_configured_evaluators(
     registry: CollectorRegistry | None = None,
     env: Mapping[str, str] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    judge_tracer_provider: Any = None,
 ) -> tuple[list[Evaluator], JudgeClient | None]:
     """The deterministic evaluators, plus the judge evaluators when a judge is configured
     (``OTEL_AGENT_EVAL_JUDGE_*``, see docs/judge.md). Returns the judge to close on shutdown.
+    ``judge_tracer_provider`` receives a span per judge request (``judge/spans.py``).
 
     Judge evaluators take their thresholds from the same places as the built-in ones, and
     response_facts its facts from the expectation rules (``facts``).
@@ -104,7 +106,8 @@ def build_configured_evaluators(
             f"{ENV_PREFIX}JUDGE_MODEL is set but the openai package is missing: "
             "pip install 'otel-agent-eval[judge]' (or unset the judge variables)"
         )
-    judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None)
+    judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None,
+                        tracer_provider=judge_tracer_provider)
     judged = build_judge_evaluators(
         judge, judge_settings.evaluators, thresholds=chosen, facts_for=lambda trace: facts_for(rules, trace)
     )
