@@ -26,9 +26,9 @@ from .base import (
     as_str,
     fill,
     first_str,
-    maybe_json,
     parse_json_value,
     present,
+    span_error,
     usage_from,
 )
 
@@ -60,6 +60,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op,
         conversation_id=first_str(attrs, "ai.telemetry.metadata.sessionId", "ai.telemetry.metadata.conversationId"),
         provider=first_str(attrs, "ai.model.provider"),
+        error=span_error(record),
     )
     if op.kind == LLM:
         fill(
@@ -83,9 +84,9 @@ def extract(record: SpanRecord, op: Operation) -> None:
         for key in ("ai.toolCall.args", "ai.toolCall.input"):
             if op.tool_arguments is None and present(attrs.get(key)):
                 op.tool_arguments = parse_json_value(attrs[key], key, issues)
-        for key in ("ai.toolCall.result", "ai.toolCall.output"):
+        for key in ("ai.toolCall.result", "ai.toolCall.output"):  # always JSON.stringify(output): "\"text\"" is text
             if op.tool_result is None and present(attrs.get(key)):
-                op.tool_result = maybe_json(attrs[key], key, issues)
+                op.tool_result = parse_json_value(attrs[key], key, issues)
     elif op.kind == AGENT:
         fill(op, agent_name=first_str(attrs, "ai.telemetry.functionId", "gen_ai.agent.name"))
         prompt = parse_json_value(attrs.get("ai.prompt"), "ai.prompt", issues) if present(attrs.get("ai.prompt")) else None

@@ -1,0 +1,119 @@
+// Runs the Vercel AI SDK scenarios of tests/test_frameworks_vercel.py, exporting their spans over OTLP.
+//
+//   node run.cjs '{"project": ".../ai5", "otlp": "http://127.0.0.1:PORT", "protocol": "http/protobuf" | "http/json",
+//                  "api": "chat" | "responses", "baseURL": "http://127.0.0.1:PORT/v1", "spans": "spans.jsonl",
+//                  "runs": [{"name": "single-generateText", "function": "generateText", "prompt": "..."}, ...]}'
+//
+// `project` is the node project (ai5/ or ai6/) whose node_modules hold the pinned packages: one
+// script for both majors. Each run is one agent trace: functionId "concierge", the model and
+// metadata.sessionId named after the run (how the scripted server and the test tell runs apart).
+// `spans`: every span is also written there as a JSON line (ids, times, attributes), so the test
+// builds the expected AgentTraces from what the SDK recorded, not from what serve assembled.
+// Prints one JSON line per run: {"name", "text", "steps"} or {"name", "error"}.
+"use strict";
+
+const fs = require("node:fs");
+const { createRequire } = require("node:module");
+const path = require("node:path");
+
+const options = JSON.parse(process.argv[2]);
+const load = createRequire(path.join(options.project, "package.json"));
+
+const { NodeTracerProvider } = load("@opentelemetry/sdk-trace-node");
+const { BatchSpanProcessor, SimpleSpanProcessor } = load("@opentelemetry/sdk-trace-base");
+const { resourceFromAttributes } = load("@opentelemetry/resources");
+const { OTLPTraceExporter } = load(
+  options.protocol === "http/json" ? "@opentelemetry/exporter-trace-otlp-http" : "@opentelemetry/exporter-trace-otlp-proto",
+);
+const { generateText, streamText, stepCountIs, tool } = load("ai");
+const { createOpenAI } = load("@ai-sdk/openai");
+const { z } = load("zod");
+
+const nanos = ([seconds, nanoseconds]) => (BigInt(seconds) * 1000000000n + BigInt(nanoseconds)).toString();
+
+/** Writes each span as a JSON line to `options.spans` (the test's record of what the SDK emitted). */
+const fileExporter = {
+  export(spans, done) {
+    const lines = spans.map((span) => JSON.stringify({
+      traceId: span.spanContext().traceId,
+      spanId: span.spanContext().spanId,
+      parentSpanId: span.parentSpanContext ? span.parentSpanContext.spanId : null,
+      name: span.name,
+      start: nanos(span.startTime),
+      end: nanos(span.endTime),
+      attributes: span.attributes,
+    }) + "\n");
+    fs.appendFileSync(options.spans, lines.join(""));
+    done({ code: 0 });
+  },
+  shutdown: async () => {},
+};
+
+const provider = new NodeTracerProvider({
+  resource: resourceFromAttributes({ "service.name": "vercel-agent" }),
+  spanProcessors: [
+    new BatchSpanProcessor(new OTLPTraceExporter({ url: `${options.otlp}/v1/traces` })),
+    new SimpleSpanProcessor(fileExporter),
+  ],
+});
+provider.register();
+
+const openai = createOpenAI({ baseURL: options.baseURL, apiKey: "test" });
+
+const tools = {
+  get_weather: tool({
+    description: "The weather in a city.",
+    inputSchema: z.object({ city: z.string() }),
+    execute: async ({ city }) => ({ city, forecast: "sunny", temperature_c: 21 }),
+  }),
+  local_time: tool({
+    description: "The local time in a city.",
+    inputSchema: z.object({ city: z.string() }),
+    execute: async ({ city }) => `10:30 in ${city}`,
+  }),
+  book_table: tool({
+    description: "Book a restaurant table.",
+    inputSchema: z.object({ restaurant: z.string(), people: z.number() }),
+    execute: async ({ restaurant }) => {
+      if (restaurant === "Chez Nobody") throw new Error(`no tables left at ${restaurant}`);
+      return `booked ${restaurant}`;
+    },
+  }),
+};
+
+async function run({ name, function: fn, prompt }) {
+  const settings = {
+    model: options.api === "responses" ? openai.responses(name) : openai.chat(name),
+    system: "You are a concierge.",
+    prompt,
+    tools,
+    stopWhen: stepCountIs(5),
+    experimental_telemetry: {
+      isEnabled: true,
+      recordInputs: true,
+      recordOutputs: true,
+      functionId: "concierge",
+      metadata: { sessionId: name },
+    },
+  };
+  if (fn === "generateText") {
+    const result = await generateText(settings);
+    return { text: result.text, steps: result.steps.length };
+  }
+  let streamError;
+  const result = streamText({ ...settings, onError: ({ error }) => { streamError = error; } });
+  await result.consumeStream();
+  if (streamError) throw streamError;
+  return { text: await result.text, steps: (await result.steps).length };
+}
+
+(async () => {
+  for (const spec of options.runs) {
+    try {
+      console.log(JSON.stringify({ name: spec.name, ...(await run(spec)) }));
+    } catch (error) {
+      console.log(JSON.stringify({ name: spec.name, error: String((error && error.stack) || error) }));
+    }
+  }
+  await provider.shutdown();
+})();

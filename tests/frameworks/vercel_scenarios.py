@@ -1,0 +1,139 @@
+"""The Vercel AI SDK scenarios (run by ``tests/frameworks/vercel/run.cjs`` in node) and the node setup.
+
+One agent (``functionId`` "concierge", three tools: ``get_weather`` and ``local_time`` return,
+``book_table`` throws for "Chez Nobody") and four scenarios, each scripted turn by turn here: the
+replies the local OpenAI-compatible server gives, and the tool results run.cjs's tools return.
+
+The node projects (``vercel/ai5``, ``vercel/ai6``: one per ``ai`` major, each with its lockfile) are
+installed with ``npm ci`` when their ``node_modules`` does not match the lockfile (a stamp holds the
+lockfile's hash). Without node >= 20.6 and npm, or when ``npm ci`` fails, the tests skip with the
+reason, except under ``CI=true``, where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.openai_server import Behaviour, text, tool_calls
+
+ROOT = Path(__file__).resolve().parent / "vercel"
+RUNNER = ROOT / "run.cjs"
+PROJECTS = {"ai5": ROOT / "ai5", "ai6": ROOT / "ai6"}
+AGENT = "concierge"
+FUNCTIONS = ("generateText", "streamText")
+STAMP = ".otel-agent-eval-lock.sha256"
+MIN_NODE = (20, 6)
+
+
+@dataclass(frozen=True)
+class Call:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    result: Any
+    """What the tool returned (run.cjs), or what the model was sent back for a tool that threw."""
+    error: str | None = None
+    """The exception message of a tool that threw."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model response: its tool calls, its text, the usage the server reports."""
+
+    calls: tuple[Call, ...]
+    content: str | None
+    usage: tuple[int, int]
+
+    def reply(self) -> Behaviour:
+        if self.calls:
+            return tool_calls(*((c.call_id, c.name, c.arguments) for c in self.calls), content=self.content, usage=self.usage)
+        return text(self.content or "", usage=self.usage)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    prompt: str
+    turns: tuple[Turn, ...]
+
+    @property
+    def final_output(self) -> str | None:
+        return self.turns[-1].content
+
+
+PARIS = Call("call_w", "get_weather", {"city": "Paris"}, {"city": "Paris", "forecast": "sunny", "temperature_c": 21})
+NO_TABLE = "no tables left at Chez Nobody"
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("single", "What's the weather in Paris?", (
+        Turn((PARIS,), None, (11, 3)),
+        Turn((), "Sunny, 21C in Paris.", (20, 5)),
+    )),
+    Scenario("parallel", "Weather and local time in Tokyo?", (
+        Turn((Call("call_w", "get_weather", {"city": "Tokyo"}, {"city": "Tokyo", "forecast": "sunny", "temperature_c": 21}),
+              Call("call_t", "local_time", {"city": "Tokyo"}, "10:30 in Tokyo")), None, (11, 3)),
+        Turn((), "Sunny; 10:30.", (30, 4)),
+    )),
+    # book_table throws: the tool span ends ERROR with an exception event and no result; the
+    # model is sent the error text ({type: "error-text"}), which is the call's result.
+    Scenario("failing", "Book a table for 2 at Chez Nobody.", (
+        Turn((Call("call_b", "book_table", {"restaurant": "Chez Nobody", "people": 2}, NO_TABLE, error=NO_TABLE),), None, (12, 3)),
+        Turn((), "Sorry, no tables.", (25, 4)),
+    )),
+    Scenario("multistep", "If it is sunny in Paris, book a table for 2 at Le Jardin.", (
+        Turn((PARIS,), None, (13, 3)),
+        Turn((Call("call_b", "book_table", {"restaurant": "Le Jardin", "people": 2}, "booked Le Jardin"),),
+             "Sunny, booking.", (20, 6)),
+        Turn((), "Booked Le Jardin.", (30, 4)),
+    )),
+)}
+
+
+def run_name(scenario: str, function: str) -> str:
+    """The run's model name and ``metadata.sessionId`` (the AgentTrace's conversation id)."""
+    return f"{scenario}-{function}"
+
+
+# --------------------------------------------------------------------------- node setup
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"Vercel AI SDK tests cannot run under CI: {reason}")
+    pytest.skip(reason)
+
+
+def _node_version(node: str) -> tuple[int, ...]:
+    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    return tuple(int(p) for p in out.lstrip("v").split(".")[:2] if p.isdigit())
+
+
+def install(project: Path) -> str:
+    """``npm ci`` in ``project`` unless its node_modules matches the lockfile; the node binary."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        _unavailable("node and npm are needed for the Vercel AI SDK tests (not on PATH)")
+    assert node is not None and npm is not None
+    if _node_version(node) < MIN_NODE:
+        _unavailable(f"node >= {'.'.join(map(str, MIN_NODE))} is needed for the Vercel AI SDK tests")
+    digest = hashlib.sha256((project / "package-lock.json").read_bytes()).hexdigest()
+    stamp = project / "node_modules" / STAMP
+    with open(project / ".npm-ci.lock", "w") as lock:  # one installer at a time (pytest-xdist)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == digest:
+            return node
+        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=project,
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            _unavailable(f"npm ci failed in {project}: {done.stderr[-1500:]}")
+        stamp.write_text(digest)
+    return node

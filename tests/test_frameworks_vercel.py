@@ -1,0 +1,139 @@
+"""Acceptance: the Vercel AI SDK (``ai`` 5 and 6) in node, ``generateText`` and ``streamText`` with
+tools and ``experimental_telemetry`` (inputs and outputs recorded), its model ``@ai-sdk/openai``
+pointed at the scripted local server (``tests/frameworks/vercel_scenarios.py``), its spans exported
+by the OpenTelemetry JS SDK's OTLP exporter (http/protobuf and http/json) to ``otel-agent-eval
+serve``'s receiver (``EvalServer``, in this process so a recording sink sees the AgentTraces the
+pipeline evaluated).
+
+Tree (legacy AI SDK telemetry, scope ``ai``): ``ai.generateText`` / ``ai.streamText`` (the agent
+scope: ``ai.telemetry.functionId``, ``ai.prompt``, ``ai.response.text``) -> per step one
+``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` (``ai.prompt.messages``,
+``ai.response.text``, ``ai.response.toolCalls``, ``ai.usage.*``) and that step's ``ai.toolCall``
+spans, all siblings under the call span. ``ai.toolCall.args`` / ``.result`` are
+``JSON.stringify``'d (a string result is a JSON string); a tool that throws ends ERROR with an
+exception event and no result, and the next model call is sent ``{type: "error-text", value}``.
+
+Expected AgentTraces are built from the spans the SDK recorded (run.cjs writes them to a file),
+not from what serve assembled: one step per model call, its tool calls in request order with
+the arguments the model requested, results, and the thrown error.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from otel_agent_eval import AgentTrace
+from otel_agent_eval.config import Settings
+from otel_agent_eval.pipeline import EvaluatedTrace
+from otel_agent_eval.server import EvalServer, ServeOptions
+from tests.frameworks import vercel_scenarios as sc
+from tests.frameworks.harness import RecordingSink, assert_traces, call, hex_span, step, trace
+from tests.openai_server import FakeOpenAI, per_model, unexpected
+from tests.test_server_helpers import wait_for
+
+# (ai major, OTLP protocol, OpenAI API the provider speaks): both protocols and both APIs per major.
+TRANSPORTS = [
+    ("ai5", "http/protobuf", "chat"),
+    ("ai5", "http/json", "responses"),
+    ("ai6", "http/protobuf", "chat"),
+    ("ai6", "http/json", "responses"),
+]
+RUNS = [(s, f) for f in sc.FUNCTIONS for s in sc.SCENARIOS]
+
+
+@dataclass
+class Run:
+    outputs: dict[str, dict[str, Any]]
+    """run.cjs's line per run: the final text and step count, or the error."""
+    evaluated: list[EvaluatedTrace]
+    spans: list[dict[str, Any]]
+    """Every span the SDK ended, as run.cjs wrote it."""
+    server_errors: list[str]
+
+
+@pytest.fixture(scope="module", params=TRANSPORTS, ids=lambda t: "-".join(t))
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    major, protocol, api = request.param
+    node = sc.install(sc.PROJECTS[major])
+    spans_file = tmp_path_factory.mktemp(major) / "spans.jsonl"
+    recorder = RecordingSink()
+    settings = Settings.load(env={"OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS": "0.2",
+                                  "OTEL_AGENT_EVAL_MAX_EVALUATIONS_PER_SECOND": "0"})
+    server = EvalServer(settings, ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None))
+    server.pipeline.sinks.append(recorder)
+    server.start()
+    try:
+        with FakeOpenAI(unexpected()) as model:
+            model.script(*per_model({sc.run_name(s, f): [t.reply() for t in sc.SCENARIOS[s].turns] for s, f in RUNS}))
+            options = {
+                "project": str(sc.PROJECTS[major]), "otlp": f"http://127.0.0.1:{server.ports['http']}",
+                "protocol": protocol, "api": api, "baseURL": model.base_url, "spans": str(spans_file),
+                "runs": [{"name": sc.run_name(s, f), "function": f, "prompt": sc.SCENARIOS[s].prompt} for s, f in RUNS],
+            }
+            done = subprocess.run([node, str(sc.RUNNER), json.dumps(options)], capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-3000:]
+            outputs = {line["name"]: line for line in map(json.loads, done.stdout.splitlines())}
+            wait_for(lambda: len(recorder.evaluated) >= len(RUNS), 30, "every run evaluated")
+            server_errors = list(model.errors)
+    finally:
+        server.stop(drain_seconds=2)
+    spans = [json.loads(line) for line in Path(spans_file).read_text().splitlines()]
+    yield Run(outputs, list(recorder.evaluated), spans, server_errors)
+
+
+def _span(record: dict[str, Any]) -> SimpleNamespace:
+    """A span record as the harness builders read a ReadableSpan (context ids, times)."""
+    context = SimpleNamespace(span_id=int(record["spanId"], 16), trace_id=int(record["traceId"], 16))
+    return SimpleNamespace(context=context, start_time=int(record["start"]), end_time=int(record["end"]))
+
+
+def expected_trace(scenario: sc.Scenario, name: str, spans: list[dict[str, Any]]) -> AgentTrace:
+    """The AgentTrace of one run, from the scenario's turns and the spans the SDK recorded."""
+    root = next(s for s in spans if s["parentSpanId"] is None and s["attributes"].get("ai.telemetry.metadata.sessionId") == name)
+    mine = [s for s in spans if s["traceId"] == root["traceId"]]
+    operation = root["attributes"]["ai.operationId"]  # ai.generateText | ai.streamText
+    model_calls = sorted((s for s in mine if s["attributes"].get("ai.operationId") in
+                          (f"{operation}.doGenerate", f"{operation}.doStream")), key=lambda s: int(s["start"]))
+    tools = {s["attributes"]["ai.toolCall.id"]: s for s in mine if s["attributes"].get("ai.operationId") == "ai.toolCall"}
+    assert len(model_calls) == len(scenario.turns), [s["name"] for s in mine]
+    steps = []
+    for index, (turn, llm) in enumerate(zip(scenario.turns, model_calls)):
+        calls = [call(_span(tools[c.call_id]), c.name, c.arguments, c.result, call_id=c.call_id, error=c.error)
+                 for c in turn.calls]
+        built = step(index, _span(llm), calls, model=name, usage=turn.usage,
+                     thought=turn.content if turn.calls else None, output=None if turn.calls else turn.content)
+        # Calls in request order; their spans in start order, ties by span id (the SDK's times are
+        # in milliseconds, so parallel tools often start together).
+        ran = sorted((tools[c.call_id] for c in turn.calls), key=lambda s: (int(s["start"]), int(s["spanId"], 16)))
+        built.span_ids = [hex_span(_span(llm)), *(s["spanId"] for s in ran)]
+        steps.append(built)
+    # The trace ends with its last span: a child may end after the call span (the SDK ends them out of order).
+    return trace(_span(root), sc.AGENT, input=scenario.prompt, final_output=scenario.final_output, steps=steps,
+                 conversation_id=name, end=max(int(s["end"]) for s in mine))
+
+
+@pytest.mark.parametrize(("scenario", "function"), RUNS, ids=[sc.run_name(s, f) for s, f in RUNS])
+def test_steps_assembled_by_serve(run: Run, scenario: str, function: str) -> None:
+    name = sc.run_name(scenario, function)
+    expected = sc.SCENARIOS[scenario]
+    assert run.server_errors == []
+    output = run.outputs[name]
+    assert "error" not in output, output["error"]
+    assert (output["text"], output["steps"]) == (expected.final_output, len(expected.turns))
+
+    evaluated = [e for e in run.evaluated if e.trace.conversation_id == name]
+    assert len(evaluated) == 1, "each run is one agent trace, evaluated once"
+    assert_traces([evaluated[0].trace], [expected_trace(expected, name, run.spans)])
+
+    labels = {r.evaluator: r.label for r in evaluated[0].results}
+    assert labels["loop_detection"] == "pass"
+    # the thrown error reaches the evaluators: no later call succeeded, so it is unrecovered
+    assert labels["tool_failure_recovery"] == ("fail" if scenario == "failing" else "pass")
