@@ -116,8 +116,12 @@ def expected_trace(scenario: sc.Scenario, name: str, spans: list[dict[str, Any]]
         built.span_ids = [hex_span(_span(llm)), *(s["spanId"] for s in ran)]
         steps.append(built)
     # The trace ends with its last span: a child may end after the call span (the SDK ends them out of order).
-    return trace(_span(root), sc.AGENT, input=scenario.prompt, final_output=scenario.final_output, steps=steps,
-                 conversation_id=name, end=max(int(s["end"]) for s in mine))
+    expected = trace(_span(root), sc.AGENT, input=scenario.prompt, final_output=scenario.final_output, steps=steps,
+                     conversation_id=name, end=max(int(s["end"]) for s in mine))
+    # The tools offered, as the model calls record them (ai.prompt.tools: one JSON string per tool).
+    expected.tool_definitions = [json.loads(t) for t in model_calls[0]["attributes"]["ai.prompt.tools"]]
+    assert [(t["name"], sorted(t["inputSchema"]["properties"])) for t in expected.tool_definitions] == sc.TOOLS
+    return expected
 
 
 @pytest.mark.parametrize(("scenario", "function"), RUNS, ids=[sc.run_name(s, f) for s, f in RUNS])
@@ -137,3 +141,14 @@ def test_steps_assembled_by_serve(run: Run, scenario: str, function: str) -> Non
     assert labels["loop_detection"] == "pass"
     # the thrown error reaches the evaluators: no later call succeeded, so it is unrecovered
     assert labels["tool_failure_recovery"] == ("fail" if scenario == "failing" else "pass")
+
+
+def test_without_node_the_tests_skip_except_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A user without node gets a skip that says why; CI (``CI=true``) must run these tests, so it fails."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="node and npm are needed"):
+        sc.install(sc.PROJECTS["ai5"])
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="cannot run under CI: node and npm are needed"):
+        sc.install(sc.PROJECTS["ai5"])

@@ -4,7 +4,7 @@
 an agent scope) -> ``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` (one
 model call per step) and ``ai.toolCall`` (siblings). Content: ``ai.prompt.messages``
 (AI SDK messages), ``ai.response.text``, ``ai.response.toolCalls``
-(``[{toolCallId, toolName, input|args}]``), ``ai.response.reasoning``; tools:
+(``[{toolCallId, toolName, input|args}]``), ``ai.response.reasoning``, ``ai.prompt.tools`` (the definitions); tools:
 ``ai.toolCall.{name, id, args|input, result|output}``; usage ``ai.usage.*``.
 Source: vercel/ai ``packages/otel/src/legacy-open-telemetry.ts`` and
 ``packages/ai/core/generate-text/generate-text.ts`` at ai@4.0.0 / 5.0.0 / 6.0.0.
@@ -79,6 +79,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
         output = _response(attrs, issues)
         if output.texts or output.tool_calls or output.reasoning:
             fill(op, output_messages=[output])
+        if present(attrs.get("ai.prompt.tools")):
+            fill(op, tool_definitions=_tools(attrs["ai.prompt.tools"], issues))
     elif op.kind == TOOL:
         fill(op, tool_name=first_str(attrs, "ai.toolCall.name"), tool_call_ids=[str(attrs["ai.toolCall.id"])] if present(attrs.get("ai.toolCall.id")) else [])
         for key in ("ai.toolCall.args", "ai.toolCall.input"):
@@ -111,6 +113,13 @@ def _response(attrs: Any, issues: list[str]) -> Message:
         else:
             issues.append("ai.response.toolCalls: expected a list of tool calls")
     return message
+
+
+def _tools(value: Any, issues: list[str]) -> list[Any] | None:
+    """``ai.prompt.tools``: one JSON string per tool offered (``{type, name, description, inputSchema}``)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    tools = [parse_json_value(item, "ai.prompt.tools", issues) for item in items]
+    return [t for t in tools if isinstance(t, dict)] or None
 
 
 def _call(part: Any, issues: list[str]) -> RequestedCall | None:

@@ -70,6 +70,9 @@ class Scenario:
         return self.turns[-1].content
 
 
+TOOLS = [("get_weather", ["city"]), ("local_time", ["city"]), ("book_table", ["people", "restaurant"])]
+"""The tools run.cjs offers, with their parameters."""
+
 PARIS = Call("call_w", "get_weather", {"city": "Paris"}, {"city": "Paris", "forecast": "sunny", "temperature_c": 21})
 NO_TABLE = "no tables left at Chez Nobody"
 
