@@ -46,6 +46,7 @@ TRANSPORTS = [
     ("ai6", "http/protobuf", "chat"),
     ("ai6", "http/json", "responses"),
 ]
+CALLS = ("ai.generateText", "ai.streamText")
 RUNS = [(s, f) for f in sc.FUNCTIONS for s in sc.SCENARIOS]
 
 
@@ -72,7 +73,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     server.start()
     try:
         with FakeOpenAI(unexpected()) as model:
-            model.script(*per_model({sc.run_name(s, f): [t.reply() for t in sc.SCENARIOS[s].turns] for s, f in RUNS}))
+            model.script(*per_model({k: v for s, f in RUNS for k, v in sc.replies(sc.SCENARIOS[s], sc.run_name(s, f)).items()}))
             options = {
                 "project": str(sc.PROJECTS[major]), "otlp": f"http://127.0.0.1:{server.ports['http']}",
                 "protocol": protocol, "api": api, "baseURL": model.base_url, "spans": str(spans_file),
@@ -99,28 +100,59 @@ def expected_trace(scenario: sc.Scenario, name: str, spans: list[dict[str, Any]]
     """The AgentTrace of one run, from the scenario's turns and the spans the SDK recorded."""
     root = next(s for s in spans if s["parentSpanId"] is None and s["attributes"].get("ai.telemetry.metadata.sessionId") == name)
     mine = [s for s in spans if s["traceId"] == root["traceId"]]
+    expected = _agent(root, sc.AGENT, scenario.prompt, scenario.turns, name, mine)
+    if scenario.expert:  # the sub-agent: its call span is the child of the ask_expert tool span
+        (index, ask), = [(i, c) for i, t in enumerate(scenario.turns) for c in t.calls if c.name == "ask_expert"]
+        tool = next(s for s in mine if s["attributes"].get("ai.toolCall.id") == ask.call_id)
+        expert = next(s for s in mine if s["parentSpanId"] == tool["spanId"])
+        child = _agent(expert, sc.EXPERT, ask.arguments["question"], scenario.expert, name, mine)
+        expected.children = [child.model_copy(update={"parent_step_index": index})]
+    return expected
+
+
+def _members(root: dict[str, Any], spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans under ``root``, without those of nested agent calls. Tool spans are the call span's
+    children, except with streamText over the Responses API, where they are the doStream span's."""
+    out, todo = [], [root["spanId"]]
+    while todo:
+        parent = todo.pop()
+        for span in spans:
+            if span["parentSpanId"] == parent and span["attributes"].get("ai.operationId") not in CALLS:
+                out.append(span)
+                todo.append(span["spanId"])
+    return out
+
+
+def _agent(root: dict[str, Any], agent: str, prompt: str, turns: tuple[sc.Turn, ...], name: str,
+           spans: list[dict[str, Any]]) -> AgentTrace:
+    """One agent invocation: ``root`` (ai.generateText / ai.streamText) and its child spans."""
+    assert root["attributes"]["ai.telemetry.functionId"] == agent
+    children = _members(root, spans)
     operation = root["attributes"]["ai.operationId"]  # ai.generateText | ai.streamText
-    model_calls = sorted((s for s in mine if s["attributes"].get("ai.operationId") in
+    model_calls = sorted((s for s in children if s["attributes"].get("ai.operationId") in
                           (f"{operation}.doGenerate", f"{operation}.doStream")), key=lambda s: int(s["start"]))
-    tools = {s["attributes"]["ai.toolCall.id"]: s for s in mine if s["attributes"].get("ai.operationId") == "ai.toolCall"}
-    assert len(model_calls) == len(scenario.turns), [s["name"] for s in mine]
+    tools = {s["attributes"]["ai.toolCall.id"]: s for s in children if s["attributes"].get("ai.operationId") == "ai.toolCall"}
+    assert len(model_calls) == len(turns), [s["name"] for s in children]
+    model = name if agent == sc.AGENT else f"{name}-expert"
     steps = []
-    for index, (turn, llm) in enumerate(zip(scenario.turns, model_calls)):
+    for index, (turn, llm) in enumerate(zip(turns, model_calls)):
         calls = [call(_span(tools[c.call_id]), c.name, c.arguments, c.result, call_id=c.call_id, error=c.error)
                  for c in turn.calls]
-        built = step(index, _span(llm), calls, model=name, usage=turn.usage,
+        built = step(index, _span(llm), calls, model=model, usage=turn.usage,
                      thought=turn.content if turn.calls else None, output=None if turn.calls else turn.content)
         # Calls in request order; their spans in start order, ties by span id (the SDK's times are
         # in milliseconds, so parallel tools often start together).
         ran = sorted((tools[c.call_id] for c in turn.calls), key=lambda s: (int(s["start"]), int(s["spanId"], 16)))
         built.span_ids = [hex_span(_span(llm)), *(s["spanId"] for s in ran)]
         steps.append(built)
-    # The trace ends with its last span: a child may end after the call span (the SDK ends them out of order).
-    expected = trace(_span(root), sc.AGENT, input=scenario.prompt, final_output=scenario.final_output, steps=steps,
-                     conversation_id=name, end=max(int(s["end"]) for s in mine))
+    # The trace ends with its last span: a child may end after the call span (JS start times are
+    # rounded to the millisecond, ends are start + a precise duration).
+    expected = trace(_span(root), agent, input=prompt, final_output=turns[-1].content, steps=steps,
+                     conversation_id=name, end=max(int(s["end"]) for s in [root, *children]))
     # The tools offered, as the model calls record them (ai.prompt.tools: one JSON string per tool).
     expected.tool_definitions = [json.loads(t) for t in model_calls[0]["attributes"]["ai.prompt.tools"]]
-    assert [(t["name"], sorted(t["inputSchema"]["properties"])) for t in expected.tool_definitions] == sc.TOOLS
+    offered = sc.TOOLS if agent == sc.AGENT else sc.TOOLS[:1]
+    assert [(t["name"], sorted(t["inputSchema"]["properties"])) for t in expected.tool_definitions] == offered
     return expected
 
 
@@ -134,13 +166,15 @@ def test_steps_assembled_by_serve(run: Run, scenario: str, function: str) -> Non
     assert (output["text"], output["steps"]) == (expected.final_output, len(expected.turns))
 
     evaluated = [e for e in run.evaluated if e.trace.conversation_id == name]
-    assert len(evaluated) == 1, "each run is one agent trace, evaluated once"
+    # each agent invocation is evaluated once, the sub-agent on its own too (and as a child)
+    assert [e.trace.agent_name for e in evaluated] == [sc.AGENT, *([sc.EXPERT] if expected.expert else [])]
     assert_traces([evaluated[0].trace], [expected_trace(expected, name, run.spans)])
 
-    labels = {r.evaluator: r.label for r in evaluated[0].results}
-    assert labels["loop_detection"] == "pass"
-    # the thrown error reaches the evaluators: no later call succeeded, so it is unrecovered
-    assert labels["tool_failure_recovery"] == ("fail" if scenario == "failing" else "pass")
+    for e in evaluated:
+        labels = {r.evaluator: r.label for r in e.results}
+        assert labels["loop_detection"] == "pass"
+        # the thrown error reaches the evaluators: no later call succeeded, so it is unrecovered
+        assert labels["tool_failure_recovery"] == ("fail" if scenario == "failing" else "pass")
 
 
 def test_without_node_the_tests_skip_except_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The Vercel AI SDK scenarios (run by ``tests/frameworks/vercel/run.cjs`` in node) and the node setup.
 
-One agent (``functionId`` "concierge", three tools: ``get_weather`` and ``local_time`` return,
-``book_table`` throws for "Chez Nobody") and four scenarios, each scripted turn by turn here: the
+One agent (``functionId`` "concierge", four tools: ``get_weather`` and ``local_time`` return,
+``book_table`` throws for "Chez Nobody", ``ask_expert`` runs a sub-agent) and five scenarios, each scripted turn by turn here: the
 replies the local OpenAI-compatible server gives, and the tool results run.cjs's tools return.
 
 The node projects (``vercel/ai5``, ``vercel/ai6``: one per ``ai`` major, each with its lockfile) are
@@ -64,13 +64,17 @@ class Scenario:
     name: str
     prompt: str
     turns: tuple[Turn, ...]
+    expert: tuple[Turn, ...] = ()
+    """The sub-agent's turns, when the concierge calls ask_expert (whose question is its prompt)."""
 
     @property
     def final_output(self) -> str | None:
         return self.turns[-1].content
 
 
-TOOLS = [("get_weather", ["city"]), ("local_time", ["city"]), ("book_table", ["people", "restaurant"])]
+EXPERT = "weather-expert"
+TOOLS = [("get_weather", ["city"]), ("local_time", ["city"]), ("book_table", ["people", "restaurant"]),
+         ("ask_expert", ["question"])]
 """The tools run.cjs offers, with their parameters."""
 
 PARIS = Call("call_w", "get_weather", {"city": "Paris"}, {"city": "Paris", "forecast": "sunny", "temperature_c": 21})
@@ -98,12 +102,29 @@ SCENARIOS = {s.name: s for s in (
              "Sunny, booking.", (20, 6)),
         Turn((), "Booked Le Jardin.", (30, 4)),
     )),
+    # A sub-agent as a tool: ask_expert's execute runs its own generateText (functionId
+    # weather-expert), whose spans nest under the ask_expert tool span.
+    Scenario("subagent", "Ask the expert about the weather in Paris.", (
+        Turn((Call("call_ask", "ask_expert", {"question": "Weather in Paris?"}, "Sunny in Paris."),), None, (14, 3)),
+        Turn((), "The expert says: sunny.", (28, 5)),
+    ), expert=(
+        Turn((PARIS,), None, (9, 2)),
+        Turn((), "Sunny in Paris.", (17, 4)),
+    )),
 )}
 
 
 def run_name(scenario: str, function: str) -> str:
     """The run's model name and ``metadata.sessionId`` (the AgentTrace's conversation id)."""
     return f"{scenario}-{function}"
+
+
+def replies(scenario: Scenario, name: str) -> dict[str, list[Behaviour]]:
+    """The scripted server's replies per model: the concierge's, and its sub-agent's (``<run>-expert``)."""
+    out = {name: [t.reply() for t in scenario.turns]}
+    if scenario.expert:
+        out[f"{name}-expert"] = [t.reply() for t in scenario.expert]
+    return out
 
 
 # --------------------------------------------------------------------------- node setup

@@ -6,7 +6,8 @@
 //
 // `project` is the node project (ai5/ or ai6/) whose node_modules hold the pinned packages: one
 // script for both majors. Each run is one agent trace: functionId "concierge", the model and
-// metadata.sessionId named after the run (how the scripted server and the test tell runs apart).
+// metadata.sessionId named after the run (how the scripted server and the test tell runs apart);
+// its ask_expert tool runs a sub-agent, functionId "weather-expert", model "<run>-expert".
 // `spans`: every span is also written there as a JSON line (ids, times, attributes), so the test
 // builds the expected AgentTraces from what the SDK recorded, not from what serve assembled.
 // Prints one JSON line per run: {"name", "text", "steps"} or {"name", "error"}.
@@ -60,12 +61,24 @@ provider.register();
 
 const openai = createOpenAI({ baseURL: options.baseURL, apiKey: "test" });
 
-const tools = {
-  get_weather: tool({
-    description: "The weather in a city.",
-    inputSchema: z.object({ city: z.string() }),
-    execute: async ({ city }) => ({ city, forecast: "sunny", temperature_c: 21 }),
-  }),
+const telemetry = (functionId, name) => ({
+  isEnabled: true,
+  recordInputs: true,
+  recordOutputs: true,
+  functionId,
+  metadata: { sessionId: name },
+});
+const model = (name) => (options.api === "responses" ? openai.responses(name) : openai.chat(name));
+
+const getWeather = tool({
+  description: "The weather in a city.",
+  inputSchema: z.object({ city: z.string() }),
+  execute: async ({ city }) => ({ city, forecast: "sunny", temperature_c: 21 }),
+});
+
+/** The concierge's tools in run `name`; ask_expert runs a sub-agent (its own generateText, model "<name>-expert"). */
+const toolsOf = (name) => ({
+  get_weather: getWeather,
   local_time: tool({
     description: "The local time in a city.",
     inputSchema: z.object({ city: z.string() }),
@@ -79,22 +92,30 @@ const tools = {
       return `booked ${restaurant}`;
     },
   }),
-};
+  ask_expert: tool({
+    description: "Ask the weather expert.",
+    inputSchema: z.object({ question: z.string() }),
+    execute: async ({ question }) => {
+      const result = await generateText({
+        model: model(`${name}-expert`),
+        prompt: question,
+        tools: { get_weather: getWeather },
+        stopWhen: stepCountIs(5),
+        experimental_telemetry: telemetry("weather-expert", name),
+      });
+      return result.text;
+    },
+  }),
+});
 
 async function run({ name, function: fn, prompt }) {
   const settings = {
-    model: options.api === "responses" ? openai.responses(name) : openai.chat(name),
+    model: model(name),
     system: "You are a concierge.",
     prompt,
-    tools,
+    tools: toolsOf(name),
     stopWhen: stepCountIs(5),
-    experimental_telemetry: {
-      isEnabled: true,
-      recordInputs: true,
-      recordOutputs: true,
-      functionId: "concierge",
-      metadata: { sessionId: name },
-    },
+    experimental_telemetry: telemetry("concierge", name),
   };
   if (fn === "generateText") {
     const result = await generateText(settings);
