@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent / "vercel"
 RUNNER = ROOT / "run.cjs"
 PROJECTS = {"ai5": ROOT / "ai5", "ai6": ROOT / "ai6"}
 AGENT = "concierge"
-FUNCTIONS = ("generateText", "streamText")
+FUNCTIONS = ("generateText", "streamText", "agent")
+"""How run.cjs runs the concierge: the two functions, and the agent class (``agent.generate``)."""
 STAMP = ".otel-agent-eval-lock.sha256"
 MIN_NODE = (20, 6)
 

@@ -26,7 +26,7 @@ const { resourceFromAttributes } = load("@opentelemetry/resources");
 const { OTLPTraceExporter } = load(
   options.protocol === "http/json" ? "@opentelemetry/exporter-trace-otlp-http" : "@opentelemetry/exporter-trace-otlp-proto",
 );
-const { generateText, streamText, stepCountIs, tool } = load("ai");
+const { generateText, streamText, stepCountIs, tool, ToolLoopAgent, Experimental_Agent } = load("ai");
 const { createOpenAI } = load("@ai-sdk/openai");
 const { z } = load("zod");
 
@@ -119,6 +119,12 @@ async function run({ name, function: fn, prompt }) {
   };
   if (fn === "generateText") {
     const result = await generateText(settings);
+    return { text: result.text, steps: result.steps.length };
+  }
+  if (fn === "agent") {  // the agent class: ToolLoopAgent (ai 6, `instructions`), Experimental_Agent (ai 5, `system`)
+    const { system, prompt: _, ...rest } = settings;
+    const agent = ToolLoopAgent ? new ToolLoopAgent({ ...rest, instructions: system }) : new Experimental_Agent({ ...rest, system });
+    const result = await agent.generate({ prompt });
     return { text: result.text, steps: result.steps.length };
   }
   let streamError;
