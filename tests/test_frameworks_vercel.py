@@ -47,7 +47,11 @@ TRANSPORTS = [
     ("ai6", "http/json", "responses"),
 ]
 CALLS = ("ai.generateText", "ai.streamText")
-RUNS = [(s, f) for f in sc.FUNCTIONS for s in sc.SCENARIOS]
+# (scenario, function, content recorded): every scenario and function with recordInputs/recordOutputs
+# on; with both off, the two functions (what assembly keeps without content).
+RUNS = [(s, f, True) for f in sc.FUNCTIONS for s in sc.SCENARIOS] + [(s, f, False) for f in sc.FUNCTIONS[:2] for s in sc.SCENARIOS]
+AGENT_RUNS = sum(2 if sc.SCENARIOS[s].expert else 1 for s, _, _ in RUNS)
+"""AgentTraces evaluated: one per run, plus its sub-agent's."""
 
 
 @dataclass
@@ -73,16 +77,17 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     server.start()
     try:
         with FakeOpenAI(unexpected()) as model:
-            model.script(*per_model({k: v for s, f in RUNS for k, v in sc.replies(sc.SCENARIOS[s], sc.run_name(s, f)).items()}))
+            model.script(*per_model({k: v for s, f, c in RUNS for k, v in sc.replies(sc.SCENARIOS[s], sc.run_name(s, f, c)).items()}))
             options = {
                 "project": str(sc.PROJECTS[major]), "otlp": f"http://127.0.0.1:{server.ports['http']}",
                 "protocol": protocol, "api": api, "baseURL": model.base_url, "spans": str(spans_file),
-                "runs": [{"name": sc.run_name(s, f), "function": f, "prompt": sc.SCENARIOS[s].prompt} for s, f in RUNS],
+                "runs": [{"name": sc.run_name(s, f, c), "function": f, "prompt": sc.SCENARIOS[s].prompt, "content": c}
+                         for s, f, c in RUNS],
             }
             done = subprocess.run([node, str(sc.RUNNER), json.dumps(options)], capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr[-3000:]
             outputs = {line["name"]: line for line in map(json.loads, done.stdout.splitlines())}
-            wait_for(lambda: len(recorder.evaluated) >= len(RUNS), 30, "every run evaluated")
+            wait_for(lambda: len(recorder.evaluated) >= AGENT_RUNS, 30, "every run evaluated")
             server_errors = list(model.errors)
     finally:
         server.stop(drain_seconds=2)
@@ -96,16 +101,19 @@ def _span(record: dict[str, Any]) -> SimpleNamespace:
     return SimpleNamespace(context=context, start_time=int(record["start"]), end_time=int(record["end"]))
 
 
-def expected_trace(scenario: sc.Scenario, name: str, spans: list[dict[str, Any]]) -> AgentTrace:
-    """The AgentTrace of one run, from the scenario's turns and the spans the SDK recorded."""
+def expected_trace(scenario: sc.Scenario, name: str, spans: list[dict[str, Any]], content: bool) -> AgentTrace:
+    """The AgentTrace of one run, from the scenario's turns and the spans the SDK recorded.
+
+    Without content (recordInputs/recordOutputs off) the steps, tool names, call ids, errors, models
+    and usage stay; the task, texts, arguments, results and tool definitions are not recorded."""
     root = next(s for s in spans if s["parentSpanId"] is None and s["attributes"].get("ai.telemetry.metadata.sessionId") == name)
     mine = [s for s in spans if s["traceId"] == root["traceId"]]
-    expected = _agent(root, sc.AGENT, scenario.prompt, scenario.turns, name, mine)
+    expected = _agent(root, sc.AGENT, scenario.prompt, scenario.turns, name, mine, content)
     if scenario.expert:  # the sub-agent: its call span is the child of the ask_expert tool span
         (index, ask), = [(i, c) for i, t in enumerate(scenario.turns) for c in t.calls if c.name == "ask_expert"]
         tool = next(s for s in mine if s["attributes"].get("ai.toolCall.id") == ask.call_id)
         expert = next(s for s in mine if s["parentSpanId"] == tool["spanId"])
-        child = _agent(expert, sc.EXPERT, ask.arguments["question"], scenario.expert, name, mine)
+        child = _agent(expert, sc.EXPERT, ask.arguments["question"], scenario.expert, name, mine, content)
         expected.children = [child.model_copy(update={"parent_step_index": index})]
     return expected
 
@@ -124,7 +132,7 @@ def _members(root: dict[str, Any], spans: list[dict[str, Any]]) -> list[dict[str
 
 
 def _agent(root: dict[str, Any], agent: str, prompt: str, turns: tuple[sc.Turn, ...], name: str,
-           spans: list[dict[str, Any]]) -> AgentTrace:
+           spans: list[dict[str, Any]], content: bool) -> AgentTrace:
     """One agent invocation: ``root`` (ai.generateText / ai.streamText) and its child spans."""
     assert root["attributes"]["ai.telemetry.functionId"] == agent
     children = _members(root, spans)
@@ -134,21 +142,29 @@ def _agent(root: dict[str, Any], agent: str, prompt: str, turns: tuple[sc.Turn, 
     tools = {s["attributes"]["ai.toolCall.id"]: s for s in children if s["attributes"].get("ai.operationId") == "ai.toolCall"}
     assert len(model_calls) == len(turns), [s["name"] for s in children]
     model = name if agent == sc.AGENT else f"{name}-expert"
+    kept = (lambda value: value) if content else (lambda value: None)
     steps = []
     for index, (turn, llm) in enumerate(zip(turns, model_calls)):
-        calls = [call(_span(tools[c.call_id]), c.name, c.arguments, c.result, call_id=c.call_id, error=c.error)
-                 for c in turn.calls]
-        built = step(index, _span(llm), calls, model=model, usage=turn.usage,
-                     thought=turn.content if turn.calls else None, output=None if turn.calls else turn.content)
         # Calls in request order; their spans in start order, ties by span id (the SDK's times are
-        # in milliseconds, so parallel tools often start together).
-        ran = sorted((tools[c.call_id] for c in turn.calls), key=lambda s: (int(s["start"]), int(s["spanId"], 16)))
+        # in milliseconds, so parallel tools often start together). Without content the request
+        # order is not recorded: the calls are in span order too.
+        order = {c.call_id: (int(tools[c.call_id]["start"]), int(tools[c.call_id]["spanId"], 16)) for c in turn.calls}
+        ran = sorted((tools[c.call_id] for c in turn.calls), key=lambda s: order[s["attributes"]["ai.toolCall.id"]])
+        requested = turn.calls if content else sorted(turn.calls, key=lambda c: order[c.call_id])
+        calls = [call(_span(tools[c.call_id]), c.name, kept(c.arguments), kept(c.result), call_id=c.call_id, error=c.error)
+                 for c in requested]
+        built = step(index, _span(llm), calls, model=model, usage=turn.usage,
+                     thought=kept(turn.content if turn.calls else None), output=kept(None if turn.calls else turn.content))
         built.span_ids = [hex_span(_span(llm)), *(s["spanId"] for s in ran)]
         steps.append(built)
     # The trace ends with its last span: a child may end after the call span (JS start times are
     # rounded to the millisecond, ends are start + a precise duration).
-    expected = trace(_span(root), agent, input=prompt, final_output=turns[-1].content, steps=steps,
+    expected = trace(_span(root), agent, input=kept(prompt), final_output=kept(turns[-1].content), steps=steps,
                      conversation_id=name, end=max(int(s["end"]) for s in [root, *children]))
+    if not content:
+        expected.content_captured = False
+        assert "ai.prompt.tools" not in model_calls[0]["attributes"]
+        return expected
     # The tools offered, as the model calls record them (ai.prompt.tools: one JSON string per tool).
     expected.tool_definitions = [json.loads(t) for t in model_calls[0]["attributes"]["ai.prompt.tools"]]
     offered = sc.TOOLS if agent == sc.AGENT else sc.TOOLS[:1]
@@ -156,9 +172,9 @@ def _agent(root: dict[str, Any], agent: str, prompt: str, turns: tuple[sc.Turn, 
     return expected
 
 
-@pytest.mark.parametrize(("scenario", "function"), RUNS, ids=[sc.run_name(s, f) for s, f in RUNS])
-def test_steps_assembled_by_serve(run: Run, scenario: str, function: str) -> None:
-    name = sc.run_name(scenario, function)
+@pytest.mark.parametrize(("scenario", "function", "content"), RUNS, ids=[sc.run_name(*r) for r in RUNS])
+def test_steps_assembled_by_serve(run: Run, scenario: str, function: str, content: bool) -> None:
+    name = sc.run_name(scenario, function, content)
     expected = sc.SCENARIOS[scenario]
     assert run.server_errors == []
     output = run.outputs[name]
@@ -167,8 +183,9 @@ def test_steps_assembled_by_serve(run: Run, scenario: str, function: str) -> Non
 
     evaluated = [e for e in run.evaluated if e.trace.conversation_id == name]
     # each agent invocation is evaluated once, the sub-agent on its own too (and as a child)
-    assert [e.trace.agent_name for e in evaluated] == [sc.AGENT, *([sc.EXPERT] if expected.expert else [])]
-    assert_traces([evaluated[0].trace], [expected_trace(expected, name, run.spans)])
+    assert sorted(e.trace.agent_name for e in evaluated) == [sc.AGENT, *([sc.EXPERT] if expected.expert else [])]
+    root = next(e.trace for e in evaluated if e.trace.agent_name == sc.AGENT)
+    assert_traces([root], [expected_trace(expected, name, run.spans, content)])
 
     for e in evaluated:
         labels = {r.evaluator: r.label for r in e.results}

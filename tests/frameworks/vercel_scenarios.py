@@ -115,9 +115,9 @@ SCENARIOS = {s.name: s for s in (
 )}
 
 
-def run_name(scenario: str, function: str) -> str:
+def run_name(scenario: str, function: str, content: bool = True) -> str:
     """The run's model name and ``metadata.sessionId`` (the AgentTrace's conversation id)."""
-    return f"{scenario}-{function}"
+    return f"{scenario}-{function}" + ("" if content else "-nocontent")
 
 
 def replies(scenario: Scenario, name: str) -> dict[str, list[Behaviour]]:

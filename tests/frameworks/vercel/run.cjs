@@ -61,10 +61,10 @@ provider.register();
 
 const openai = createOpenAI({ baseURL: options.baseURL, apiKey: "test" });
 
-const telemetry = (functionId, name) => ({
+const telemetry = (functionId, name, content = true) => ({
   isEnabled: true,
-  recordInputs: true,
-  recordOutputs: true,
+  recordInputs: content,
+  recordOutputs: content,
   functionId,
   metadata: { sessionId: name },
 });
@@ -77,7 +77,7 @@ const getWeather = tool({
 });
 
 /** The concierge's tools in run `name`; ask_expert runs a sub-agent (its own generateText, model "<name>-expert"). */
-const toolsOf = (name) => ({
+const toolsOf = (name, content) => ({
   get_weather: getWeather,
   local_time: tool({
     description: "The local time in a city.",
@@ -101,21 +101,21 @@ const toolsOf = (name) => ({
         prompt: question,
         tools: { get_weather: getWeather },
         stopWhen: stepCountIs(5),
-        experimental_telemetry: telemetry("weather-expert", name),
+        experimental_telemetry: telemetry("weather-expert", name, content),
       });
       return result.text;
     },
   }),
 });
 
-async function run({ name, function: fn, prompt }) {
+async function run({ name, function: fn, prompt, content = true }) {
   const settings = {
     model: model(name),
     system: "You are a concierge.",
     prompt,
-    tools: toolsOf(name),
+    tools: toolsOf(name, content),
     stopWhen: stepCountIs(5),
-    experimental_telemetry: telemetry("concierge", name),
+    experimental_telemetry: telemetry("concierge", name, content),
   };
   if (fn === "generateText") {
     const result = await generateText(settings);
