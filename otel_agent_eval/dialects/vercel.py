@@ -5,7 +5,9 @@ an agent scope) -> ``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` (
 model call per step) and ``ai.toolCall`` (siblings). Content: ``ai.prompt.messages``
 (AI SDK messages), ``ai.response.text``, ``ai.response.toolCalls``
 (``[{toolCallId, toolName, input|args}]``), ``ai.response.reasoning``, ``ai.prompt.tools`` (the definitions); tools:
-``ai.toolCall.{name, id, args|input, result|output}``; usage ``ai.usage.*``.
+``ai.toolCall.{name, id, args|input, result|output}`` (both ``JSON.stringify``'d, so a string
+result is a JSON string; a tool that throws ends ERROR with an exception event and no result);
+usage ``ai.usage.*``. Checked against ``ai`` 5 and 6 in node (tests/test_frameworks_vercel.py).
 Source: vercel/ai ``packages/otel/src/legacy-open-telemetry.ts`` and
 ``packages/ai/core/generate-text/generate-text.ts`` at ai@4.0.0 / 5.0.0 / 6.0.0.
 """
