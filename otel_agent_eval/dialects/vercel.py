@@ -28,6 +28,7 @@ from .base import (
     as_str,
     fill,
     first_str,
+    maybe_json,
     parse_json_value,
     present,
     span_error,
@@ -88,9 +89,9 @@ def extract(record: SpanRecord, op: Operation) -> None:
         for key in ("ai.toolCall.args", "ai.toolCall.input"):
             if op.tool_arguments is None and present(attrs.get(key)):
                 op.tool_arguments = parse_json_value(attrs[key], key, issues)
-        for key in ("ai.toolCall.result", "ai.toolCall.output"):  # always JSON.stringify(output): "\"text\"" is text
+        for key in ("ai.toolCall.result", "ai.toolCall.output"):
             if op.tool_result is None and present(attrs.get(key)):
-                op.tool_result = parse_json_value(attrs[key], key, issues)
+                op.tool_result = _result(attrs[key], key, issues)
     elif op.kind == AGENT:
         fill(op, agent_name=first_str(attrs, "ai.telemetry.functionId", "gen_ai.agent.name"))
         prompt = parse_json_value(attrs.get("ai.prompt"), "ai.prompt", issues) if present(attrs.get("ai.prompt")) else None
@@ -115,6 +116,13 @@ def _response(attrs: Any, issues: list[str]) -> Message:
         else:
             issues.append("ai.response.toolCalls: expected a list of tool calls")
     return message
+
+
+def _result(value: Any, key: str, issues: list[str]) -> Any:
+    """A tool result: ``JSON.stringify(output)``, so a quoted string is text; other text stays as it is."""
+    if isinstance(value, str) and value.lstrip().startswith('"'):
+        return parse_json_value(value, key, issues)
+    return maybe_json(value, key, issues)
 
 
 def _tools(value: Any, issues: list[str]) -> list[Any] | None:
