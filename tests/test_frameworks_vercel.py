@@ -2,8 +2,9 @@
 tools and ``experimental_telemetry`` (inputs and outputs recorded), its model ``@ai-sdk/openai``
 pointed at the scripted local server (``tests/frameworks/vercel_scenarios.py``), its spans exported
 by the OpenTelemetry JS SDK's OTLP exporter (http/protobuf and http/json) to ``otel-agent-eval
-serve``'s receiver (``EvalServer``, in this process so a recording sink sees the AgentTraces the
-pipeline evaluated).
+serve``'s receiver: ``EvalServer`` in this process, so a recording sink sees the AgentTraces the
+pipeline evaluated, and once ``otel-agent-eval serve`` as a process, whose exported evaluation
+spans are read back.
 
 Tree (legacy AI SDK telemetry, scope ``ai``): ``ai.generateText`` / ``ai.streamText`` (the agent
 scope: ``ai.telemetry.functionId``, ``ai.prompt``, ``ai.response.text``) -> per step one
@@ -21,7 +22,6 @@ the arguments the model requested, results, and the thrown error.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +36,8 @@ from otel_agent_eval.pipeline import EvaluatedTrace
 from otel_agent_eval.server import EvalServer, ServeOptions
 from tests.frameworks import vercel_scenarios as sc
 from tests.frameworks.harness import RecordingSink, assert_traces, call, hex_span, step, trace
-from tests.openai_server import FakeOpenAI, per_model, unexpected
-from tests.test_server_helpers import wait_for
+from tests.openai_server import FakeOpenAI, unexpected
+from tests.test_server_helpers import Receiver, ServerProcess, wait_for
 
 # (ai major, OTLP protocol, OpenAI API the provider speaks): both protocols and both APIs per major.
 TRANSPORTS = [
@@ -67,7 +67,6 @@ class Run:
 @pytest.fixture(scope="module", params=TRANSPORTS, ids=lambda t: "-".join(t))
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     major, protocol, api = request.param
-    node = sc.install(sc.PROJECTS[major])
     spans_file = tmp_path_factory.mktemp(major) / "spans.jsonl"
     recorder = RecordingSink()
     settings = Settings.load(env={"OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS": "0.2",
@@ -77,22 +76,12 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     server.start()
     try:
         with FakeOpenAI(unexpected()) as model:
-            model.script(*per_model({k: v for s, f, c in RUNS for k, v in sc.replies(sc.SCENARIOS[s], sc.run_name(s, f, c)).items()}))
-            options = {
-                "project": str(sc.PROJECTS[major]), "otlp": f"http://127.0.0.1:{server.ports['http']}",
-                "protocol": protocol, "api": api, "baseURL": model.base_url, "spans": str(spans_file),
-                "runs": [{"name": sc.run_name(s, f, c), "function": f, "prompt": sc.SCENARIOS[s].prompt, "content": c}
-                         for s, f, c in RUNS],
-            }
-            done = subprocess.run([node, str(sc.RUNNER), json.dumps(options)], capture_output=True, text=True, timeout=120)
-            assert done.returncode == 0, done.stderr[-3000:]
-            outputs = {line["name"]: line for line in map(json.loads, done.stdout.splitlines())}
+            outputs = sc.run_node(major, protocol, api, f"http://127.0.0.1:{server.ports['http']}", model, RUNS, spans_file)
             wait_for(lambda: len(recorder.evaluated) >= AGENT_RUNS, 30, "every run evaluated")
             server_errors = list(model.errors)
     finally:
         server.stop(drain_seconds=2)
-    spans = [json.loads(line) for line in Path(spans_file).read_text().splitlines()]
-    yield Run(outputs, list(recorder.evaluated), spans, server_errors)
+    yield Run(outputs, list(recorder.evaluated), sc.read_spans(spans_file), server_errors)
 
 
 def _span(record: dict[str, Any]) -> SimpleNamespace:
@@ -192,6 +181,34 @@ def test_steps_assembled_by_serve(run: Run, scenario: str, function: str, conten
         assert labels["loop_detection"] == "pass"
         # the thrown error reaches the evaluators: no later call succeeded, so it is unrecovered
         assert labels["tool_failure_recovery"] == ("fail" if scenario == "failing" else "pass")
+
+
+def test_serve_process_exports_the_evaluations_of_each_run(tmp_path: Path) -> None:
+    """``otel-agent-eval serve`` as users run it (a process): each agent run, sub-agents included, gets
+    one evaluation span, on the run's call span, with the failed tool seen as unrecovered."""
+    runs = [(s, "streamText", True) for s in sc.SCENARIOS]
+    receiver = Receiver()
+    # this checkout's package, whichever one the environment installed (the process runs in tmp_path)
+    server = ServerProcess(tmp_path, receiver=receiver, env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        with FakeOpenAI(unexpected()) as model:
+            outputs = sc.run_node("ai6", "http/protobuf", "chat", server.http_endpoint, model, runs, tmp_path / "spans.jsonl")
+            assert model.errors == [] and all("error" not in o for o in outputs.values()), outputs
+        agents = {s["spanId"]: s for s in sc.read_spans(tmp_path / "spans.jsonl") if s["attributes"].get("ai.operationId") in CALLS}
+        evaluations = wait_for(lambda: len(receiver.evaluation_spans()) >= len(agents) and receiver.evaluation_spans(),
+                               30, "evaluation spans")
+        server.stop()
+    finally:
+        server.kill()
+        receiver.close()
+    by_span = {e["attributes"]["agent_eval.evaluated_span_id"]: e for e in evaluations}
+    assert sorted(by_span) == sorted(agents), "one evaluation per agent run, on its call span"
+    for span_id, evaluation in by_span.items():
+        agent = agents[span_id]["attributes"]
+        assert evaluation["trace_id"] == agents[span_id]["traceId"]
+        assert evaluation["attributes"]["agent_eval.agent.name"] == agent["ai.telemetry.functionId"]
+        failed = agent["ai.telemetry.metadata.sessionId"].startswith("failing") and agent["ai.telemetry.functionId"] == sc.AGENT
+        assert evaluation["attributes"]["agent_eval.tool_failure_recovery.label"] == ("fail" if failed else "pass")
 
 
 def test_without_node_the_tests_skip_except_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.openai_server import Behaviour, text, tool_calls
+from tests.openai_server import Behaviour, FakeOpenAI, per_model, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent / "vercel"
 RUNNER = ROOT / "run.cjs"
@@ -162,3 +164,30 @@ def install(project: Path) -> str:
             _unavailable(f"npm ci failed in {project}: {done.stderr[-1500:]}")
         stamp.write_text(digest)
     return node
+
+
+# --------------------------------------------------------------------------- a node run
+
+
+Run = tuple[str, str, bool]
+"""(scenario, function, content recorded)."""
+
+
+def run_node(major: str, protocol: str, api: str, otlp: str, model: FakeOpenAI, runs: Sequence[Run],
+             spans_file: Path) -> dict[str, dict[str, Any]]:
+    """Script ``model`` for ``runs``, run them in node (one process) exporting to ``otlp``; run.cjs's line per run."""
+    node = install(PROJECTS[major])
+    model.script(*per_model({k: v for s, f, c in runs for k, v in replies(SCENARIOS[s], run_name(s, f, c)).items()}))
+    options = {
+        "project": str(PROJECTS[major]), "otlp": otlp, "protocol": protocol, "api": api, "baseURL": model.base_url,
+        "spans": str(spans_file),
+        "runs": [{"name": run_name(s, f, c), "function": f, "prompt": SCENARIOS[s].prompt, "content": c} for s, f, c in runs],
+    }
+    done = subprocess.run([node, str(RUNNER), json.dumps(options)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {line["name"]: line for line in map(json.loads, done.stdout.splitlines())}
+
+
+def read_spans(spans_file: Path) -> list[dict[str, Any]]:
+    """The spans run.cjs wrote: {traceId, spanId, parentSpanId, name, start, end, attributes}."""
+    return [json.loads(line) for line in spans_file.read_text().splitlines()]
