@@ -1,7 +1,7 @@
 """The Vercel AI SDK scenarios (run by ``tests/frameworks/vercel/run.cjs`` in node) and the node setup.
 
 One agent (``functionId`` "concierge", four tools: ``get_weather`` and ``local_time`` return,
-``book_table`` throws for "Chez Nobody", ``ask_expert`` runs a sub-agent) and five scenarios, each scripted turn by turn here: the
+``book_table`` throws for "Chez Nobody", ``ask_expert`` runs a sub-agent) and six scenarios, each scripted turn by turn here: the
 replies the local OpenAI-compatible server gives, and the tool results run.cjs's tools return.
 
 The node projects (``vercel/ai5``, ``vercel/ai6``: one per ``ai`` major, each with its lockfile) are
@@ -46,6 +46,9 @@ class Call:
     """What the tool returned (run.cjs), or what the model was sent back for a tool that threw."""
     error: str | None = None
     """The exception message of a tool that threw."""
+    invalid: bool = False
+    """The tool's schema rejected the arguments: never executed (no tool span); the model is sent
+    an error text."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,12 @@ SCENARIOS = {s.name: s for s in (
         Turn((Call("call_b", "book_table", {"restaurant": "Le Jardin", "people": 2}, "booked Le Jardin"),),
              "Sunny, booking.", (20, 6)),
         Turn((), "Booked Le Jardin.", (30, 4)),
+    )),
+    # Arguments the tool's schema rejects (people missing): the SDK does not execute the tool and
+    # sends the model an error text instead of a result.
+    Scenario("invalid", "Book a table at Le Jardin.", (
+        Turn((Call("call_x", "book_table", {"restaurant": "Le Jardin"}, None, invalid=True),), None, (10, 2)),
+        Turn((), "For how many people?", (20, 3)),
     )),
     # A sub-agent as a tool: ask_expert's execute runs its own generateText (functionId
     # weather-expert), whose spans nest under the ask_expert tool span.
