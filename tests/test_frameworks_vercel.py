@@ -91,9 +91,10 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _span(record: dict[str, Any]) -> SimpleNamespace:
-    """A span record as the harness builders read a ReadableSpan (context ids, times)."""
+    """A span record as the harness builders read a ReadableSpan (context ids, times, resource)."""
     context = SimpleNamespace(span_id=int(record["spanId"], 16), trace_id=int(record["traceId"], 16))
-    return SimpleNamespace(context=context, start_time=int(record["start"]), end_time=int(record["end"]))
+    return SimpleNamespace(context=context, start_time=int(record["start"]), end_time=int(record["end"]),
+                           resource=SimpleNamespace(attributes=record["resource"]))
 
 
 def expected_trace(scenario: sc.Scenario, name: str, spans: list[dict[str, Any]], content: bool) -> AgentTrace:

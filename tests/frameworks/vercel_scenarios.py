@@ -198,5 +198,5 @@ def run_node(major: str, protocol: str, api: str, otlp: str, model: FakeOpenAI, 
 
 
 def read_spans(spans_file: Path) -> list[dict[str, Any]]:
-    """The spans run.cjs wrote: {traceId, spanId, parentSpanId, name, start, end, attributes}."""
+    """The spans run.cjs wrote: {traceId, spanId, parentSpanId, name, start, end, attributes, resource}."""
     return [json.loads(line) for line in spans_file.read_text().splitlines()]

@@ -8,7 +8,7 @@
 // script for both majors. Each run is one agent trace: functionId "concierge", the model and
 // metadata.sessionId named after the run (how the scripted server and the test tell runs apart);
 // its ask_expert tool runs a sub-agent, functionId "weather-expert", model "<run>-expert".
-// `spans`: every span is also written there as a JSON line (ids, times, attributes), so the test
+// `spans`: every span is also written there as a JSON line (ids, times, attributes, resource), so the test
 // builds the expected AgentTraces from what the SDK recorded, not from what serve assembled.
 // Prints one JSON line per run: {"name", "text", "steps"} or {"name", "error"}.
 "use strict";
@@ -43,6 +43,7 @@ const fileExporter = {
       start: nanos(span.startTime),
       end: nanos(span.endTime),
       attributes: span.attributes,
+      resource: span.resource.attributes,
     }) + "\n");
     fs.appendFileSync(options.spans, lines.join(""));
     done({ code: 0 });
