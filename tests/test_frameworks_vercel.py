@@ -221,6 +221,11 @@ def test_serve_process_exports_the_evaluations_of_each_run(tmp_path: Path) -> No
         agents = {s["spanId"]: s for s in sc.read_spans(tmp_path / "spans.jsonl") if s["attributes"].get("ai.operationId") in CALLS}
         evaluations = wait_for(lambda: len(receiver.evaluation_spans()) >= len(agents) and receiver.evaluation_spans(),
                                30, "evaluation spans")
+        metrics = server.metrics()
+        assert metrics.sum("agent_eval_server_requests_total", transport="http", signal="traces", outcome="ok") >= 1
+        assert metrics.sum("agent_eval_server_requests_total", transport="http", signal="traces") == metrics.sum(
+            "agent_eval_server_requests_total", transport="http", signal="traces", outcome="ok"), "every export accepted"
+        assert metrics.sum("agent_eval_server_spans_rejected_total") == 0
         server.stop()
     finally:
         server.kill()
