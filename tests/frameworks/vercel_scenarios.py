@@ -70,6 +70,8 @@ class Scenario:
     name: str
     prompt: str
     turns: tuple[Turn, ...]
+    title: str = ""
+    """How docs/fidelity.md's Vercel table names it."""
     expert: tuple[Turn, ...] = ()
     """The sub-agent's turns, when the concierge calls ask_expert (whose question is its prompt)."""
 
@@ -90,30 +92,30 @@ SCENARIOS = {s.name: s for s in (
     Scenario("single", "What's the weather in Paris?", (
         Turn((PARIS,), None, (11, 3)),
         Turn((), "Sunny, 21C in Paris.", (20, 5)),
-    )),
+    ), title="single tool"),
     Scenario("parallel", "Weather and local time in Tokyo?", (
         Turn((Call("call_w", "get_weather", {"city": "Tokyo"}, {"city": "Tokyo", "forecast": "sunny", "temperature_c": 21}),
               Call("call_t", "local_time", {"city": "Tokyo"}, "10:30 in Tokyo")), None, (11, 3)),
         Turn((), "Sunny; 10:30.", (30, 4)),
-    )),
+    ), title="parallel tools"),
     # book_table throws: the tool span ends ERROR with an exception event and no result; the
     # model is sent the error text ({type: "error-text"}), which is the call's result.
     Scenario("failing", "Book a table for 2 at Chez Nobody.", (
         Turn((Call("call_b", "book_table", {"restaurant": "Chez Nobody", "people": 2}, NO_TABLE, error=NO_TABLE),), None, (12, 3)),
         Turn((), "Sorry, no tables.", (25, 4)),
-    )),
+    ), title="failing tool"),
     Scenario("multistep", "If it is sunny in Paris, book a table for 2 at Le Jardin.", (
         Turn((PARIS,), None, (13, 3)),
         Turn((Call("call_b", "book_table", {"restaurant": "Le Jardin", "people": 2}, "booked Le Jardin"),),
              "Sunny, booking.", (20, 6)),
         Turn((), "Booked Le Jardin.", (30, 4)),
-    )),
+    ), title="multi-step"),
     # Arguments the tool's schema rejects (people missing): the SDK does not execute the tool and
     # sends the model an error text instead of a result.
     Scenario("invalid", "Book a table at Le Jardin.", (
         Turn((Call("call_x", "book_table", {"restaurant": "Le Jardin"}, None, invalid=True),), None, (10, 2)),
         Turn((), "For how many people?", (20, 3)),
-    )),
+    ), title="invalid tool input"),
     # A sub-agent as a tool: ask_expert's execute runs its own generateText (functionId
     # weather-expert), whose spans nest under the ask_expert tool span.
     Scenario("subagent", "Ask the expert about the weather in Paris.", (
@@ -122,7 +124,7 @@ SCENARIOS = {s.name: s for s in (
     ), expert=(
         Turn((PARIS,), None, (9, 2)),
         Turn((), "Sunny in Paris.", (17, 4)),
-    )),
+    ), title="sub-agent"),
 )}
 
 
