@@ -52,7 +52,7 @@ the same result; any other trace takes the general path.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -673,8 +673,10 @@ class _TraceAssembly:
         # for it: a model call whose output was not recorded); a turn that started after the
         # tool, within the clock-skew allowance, only when none started before. With fast turns
         # the next turn, maybe asking for the same call, often starts under CLOCK_SKEW_NS after it.
+        # Strictly before: with a coarse clock (JS SDKs round start times to the millisecond) the
+        # next turn often starts in the same tick as the tool, the turn that asked for it never.
         start = tool.record.start_time_unix_nano
-        before = bisect_right(index.starts, start)
+        before = bisect_left(index.starts, start)
         skewed = bisect_right(index.starts, start + CLOCK_SKEW_NS)
         by = "handoff" if tool.handoff_to else "args"
         for draft in chain(reversed(drafts[:before]), drafts[before:skewed]):
