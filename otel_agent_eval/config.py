@@ -46,7 +46,7 @@ class Settings(BaseModel):
     max_spans_per_trace: int = Field(2_000, ge=1, description="Spans kept per trace; beyond, spans are dropped (trace_too_large).")
     max_queued_evaluations: int = Field(200, ge=1, description="Agent traces waiting for a worker; beyond, the oldest is dropped (queue_full).")
     # evaluation
-    evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Built-in evaluators to run, comma separated.")
+    evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Evaluators to run, comma separated: built-in and judge names, names installed packages register (entry points `otel_agent_eval.evaluators`), `module:Class` or `module:function`.")
     workers: int = Field(1, ge=1, le=64, description="Evaluation worker threads.")
     evaluator_timeout_seconds: float = Field(30.0, gt=0, description="An evaluator running longer yields an error result (timeout).")
     expectations_file: str | None = Field(None, description="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds (see README).")
@@ -83,13 +83,13 @@ class Settings(BaseModel):
         return settings
 
     def _check_consistency(self) -> None:
-        from .evaluators import BUILTIN_EVALUATORS
+        from .evaluators.registry import UnknownEvaluator, check_name
 
-        unknown = [name for name in self.evaluators if name not in BUILTIN_EVALUATORS]
-        if unknown:
-            raise ConfigError(
-                f"{ENV_PREFIX}EVALUATORS: unknown evaluator(s) {', '.join(unknown)}; allowed: {', '.join(sorted(BUILTIN_EVALUATORS))}"
-            )
+        for name in self.evaluators:
+            try:
+                check_name(name)
+            except UnknownEvaluator as exc:
+                raise ConfigError(f"{ENV_PREFIX}EVALUATORS: {exc}") from None
         if self.idle_timeout_seconds > self.max_trace_age_seconds:
             raise ConfigError(
                 f"{ENV_PREFIX}IDLE_TIMEOUT_SECONDS ({self.idle_timeout_seconds}) must not exceed "

@@ -37,7 +37,7 @@ from .evaluators.tool_calls import ToolExpectation
 from .model import LABELS, EvalResult
 from .pipeline import flatten
 from .records import OWN_SCOPE, from_readable_span
-from .stats_ci import Interval, two_proportion_test, wilson_interval
+from .stats_ci import Gate, Interval, two_proportion_test, wilson_interval
 
 CASE_ID_KEY = "experiment.case_id"
 """``AgentTrace.metadata`` key naming the case a run belongs to."""
@@ -314,18 +314,14 @@ def compare(baseline: dict[str, Any], report: ExperimentReport) -> dict[str, Any
     return {"evaluators": evaluators, "flipped": flipped}
 
 
-def failed_gates(report: ExperimentReport, gates: dict[str, float], *, lower_bound: bool = False) -> list[str]:
-    """Human-readable failures of ``EVALUATOR=MIN`` gates on the pass rate (or its Wilson lower bound)."""
+def failed_gates(report: ExperimentReport, gates: Sequence[Gate]) -> list[str]:
+    """Human-readable failures of the gates (``--gate``, ``--gate-lower-bound``)."""
     failures = []
-    for name, minimum in gates.items():
-        summary = report.summaries.get(name)
-        if summary is None or summary.judged == 0:
-            failures.append(f"{name}: no pass/fail result to gate on")
-            continue
-        value = summary.interval.low if lower_bound and summary.interval else summary.pass_rate
-        what = "pass-rate lower bound" if lower_bound else "pass rate"
-        if value is not None and value < minimum:
-            failures.append(f"{name}: {what} {value:.3f} < {minimum:g}")
+    for gate in gates:
+        summary = report.summaries.get(gate.evaluator)
+        failure = gate.failure(summary.counts["pass"], summary.judged) if summary else gate.failure(0, 0)
+        if failure:
+            failures.append(failure)
     return failures
 
 

@@ -36,12 +36,13 @@ def build_judge_evaluators(
 
     ``options`` go to the evaluators that accept them: ``tool_definitions``
     (tool_argument_accuracy), ``history`` (agent_memory), ``facts`` /
-    ``facts_for`` (response_facts).
+    ``facts_for`` (response_facts), ``reference`` (task_completion: an expected output).
     """
     accepted = {
         "tool_argument_accuracy": ("tool_definitions",),
         "agent_memory": ("history",),
         "response_facts": ("facts", "facts_for"),
+        "task_completion": ("reference",),
     }
     built: list[JudgeEvaluator] = []
     for name in names:
