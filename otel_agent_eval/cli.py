@@ -88,7 +88,15 @@ def _experiment(args: argparse.Namespace) -> int:
 
     from .evaluators import configure_evaluators
     from .evaluators.registry import UnknownEvaluator, import_spec
-    from .experiments import Case, compare, failed_gates, load_dataset, print_text, progress_bar, run_experiment
+    from .experiments import (
+        Case,
+        compare,
+        failed_gates,
+        load_dataset,
+        print_text,
+        progress_bar,
+        run_experiment,
+    )
 
     settings = _settings(args)
     try:

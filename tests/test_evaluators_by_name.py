@@ -14,7 +14,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
 
 from otel_agent_eval import AgentTrace
 from otel_agent_eval.config import ConfigError, Settings

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from otel_agent_eval.demo import EXPECTATIONS
 from otel_agent_eval.stats_ci import two_proportion_test, wilson_interval
 from tests.experiment_tasks import BROKEN_CASES
 from tests.openai_server import answer, question_ids
-from tests.test_cli import CLI, expectations, export_demo_traces  # noqa: F401 - expectations is a fixture
+from tests.test_cli import CLI, export_demo_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERS = [{"id": f"order-{n}", "input": f"refund order {n}", "expected_tool_calls": ["lookup_order", "refund_order"],
@@ -109,7 +110,9 @@ def test_bad_task_and_bad_evaluator_fail_before_any_case(tmp_path: Path) -> None
     assert run.returncode == 2 and "'task_completion' is a judge evaluator and no judge is configured" in run.stderr, run.stderr
 
 
-def test_evaluate_gate_on_the_wilson_lower_bound(tmp_path: Path, expectations: Path) -> None:
+def test_evaluate_gate_on_the_wilson_lower_bound(tmp_path: Path) -> None:
+    expectations = tmp_path / "expectations.json"
+    expectations.write_text(json.dumps([e.model_dump(mode="json") for e in EXPECTATIONS]))
     traces = tmp_path / "traces.jsonl"
     export_demo_traces(traces, ["weather: good (parallel calls)"] * 3)
     args = CLI + ["evaluate", str(traces), "--evaluators", "tool_call_accuracy", "--expectations", str(expectations)]

@@ -177,22 +177,16 @@ def configure_evaluators(
 
 
 def build_configured_evaluators(
-    settings: Settings,
-    expectations: Sequence[ToolExpectation] | None = None,
-    *,
-    registry: CollectorRegistry | None = None,
-    env: Mapping[str, str] | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    judge_tracer_provider: Any = None,
+    settings: Settings, expectations: Sequence[ToolExpectation] | None = None, **options: Any
 ) -> tuple[list[Evaluator], JudgeClient | None]:
-    """Every configured evaluator (``configure_evaluators``, built once). Returns the judge to
-    close on shutdown. ``judge_tracer_provider`` receives a span per judge request (``judge/spans.py``).
+    """Every configured evaluator, built once (``options``: those of ``configure_evaluators``:
+    ``registry``, ``env``, ``thresholds``, ``judge_tracer_provider``, which receives a span per
+    judge request). Returns the judge to close on shutdown.
 
     Judge evaluators take their thresholds from the same places as the built-in ones, and
     response_facts its facts from the expectation rules (``facts``).
     """
-    factory = configure_evaluators(settings, expectations, registry=registry, env=env, thresholds=thresholds,
-                                   judge_tracer_provider=judge_tracer_provider)
+    factory = configure_evaluators(settings, expectations, **options)
     try:
         return factory.build(), factory.judge
     except BaseException:
