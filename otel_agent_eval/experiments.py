@@ -341,6 +341,10 @@ def print_text(report: ExperimentReport, out: TextIO, comparison: dict[str, Any]
                 out.write(f"  vs baseline {name}: {diff['difference']:+.1%} (p={diff['p_value']:.3f})\n")
         for flip in comparison["flipped"]:
             out.write(f"  flipped: case {flip['case']} {flip['evaluator']}: {flip['before']} -> {flip['after']}\n")
+    for case in report.cases:
+        for r in case.results:
+            if r.label in ("fail", "error"):
+                out.write(f"  case {case.case_id}: {r.evaluator} {r.label}: {r.explanation[:100]}\n")
     if no_run:
         out.write(f"no agent run recorded for case(s): {', '.join(no_run)}\n")
     for case in errors:

@@ -120,3 +120,25 @@ def test_evaluate_gate_on_the_wilson_lower_bound(tmp_path: Path) -> None:
     gated = subprocess.run(args + ["--gate-lower-bound", "tool_call_accuracy=0.9"], capture_output=True, text=True, timeout=120)
     assert gated.returncode == 1  # 3 of 3: the lower bound is 43.9%
     assert "GATE FAILED: tool_call_accuracy: pass-rate lower bound (Wilson 95%) 43.9% < 90.0%" in gated.stdout
+
+
+def test_the_readme_experiment_commands_run_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Experiments: `otel-agent-eval experiment`", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("    #")[0] for line in block.splitlines() if line.startswith("otel-agent-eval ")]
+    assert len(commands) == 3
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}, "PYTHONPATH": str(ROOT)}
+    work = tmp_path / "examples"
+    work.mkdir()
+    for name in ("refunds.jsonl", "refund_agent.py"):
+        (work / name).write_text((ROOT / "examples" / name).read_text())
+    outputs = []
+    for command in commands:
+        run = subprocess.run(command.replace("otel-agent-eval ", f"{' '.join(CLI)} ", 1), shell=True, cwd=work, env=env,
+                             capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0, (command, run.stderr)
+        outputs.append(run.stdout)
+    assert "tool_call_accuracy             66.7%  [20.8%, 93.9%]" in outputs[0]
+    assert "case where-is-it: tool_call_accuracy fail" in outputs[0] and "mentions_the_order" in outputs[0]
+    assert json.loads((work / "baseline.json").read_text())["evaluators"]["tool_call_accuracy"]["counts"]["pass"] == 2
+    assert "vs baseline tool_call_accuracy: +0.0%" in outputs[2]
