@@ -101,6 +101,8 @@ def _experiment(args: argparse.Namespace) -> int:
     settings = _settings(args)
     try:
         gates = _gates(args)
+        if args.concurrency < 1:
+            raise ValueError(f"--concurrency {args.concurrency}: must be at least 1")
         cases = load_dataset(args.dataset)
         baseline = json.loads(Path(args.compare).read_text()) if args.compare else None
         task = import_spec(args.task)

@@ -106,6 +106,8 @@ def test_bad_task_and_bad_evaluator_fail_before_any_case(tmp_path: Path) -> None
     cases = str(dataset(tmp_path, ORDERS[:1]))
     run = experiment(cases, "--task", "tests.experiment_tasks:nope")
     assert run.returncode == 2 and "--task 'tests.experiment_tasks:nope': cannot import it" in run.stderr, run.stderr
+    run = experiment(cases, "--task", "tests.experiment_tasks:refunds", "--concurrency", "0")
+    assert run.returncode == 2 and "--concurrency 0: must be at least 1" in run.stderr, run.stderr
     run = experiment(cases, "--task", "tests.experiment_tasks:refunds", "--evaluators", "task_completion")
     assert run.returncode == 2 and "'task_completion' is a judge evaluator and no judge is configured" in run.stderr, run.stderr
 
