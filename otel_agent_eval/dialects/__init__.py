@@ -10,7 +10,9 @@ needs. Every dialect module has:
   span-kind attribute, a known span name), ``OTHER`` when it states that the
   span is no part of a step (embeddings, a task chain), else None; ``guess_kind(record)``
   (optional): a kind inferred from which attributes are present;
-* ``extract(record, op)``: fill the fields of ``op`` that are still empty.
+* ``extract(record, op)``: fill the fields of ``op`` that are still empty;
+* ``ignores(record)`` (optional): True for a span of that dialect that another dialect would read
+  as an operation but that records none (ADK's merged-tools span): it is no operation.
 
 How merging works. A span may carry several dialects (ADK native + OpenInference,
 Koog semconv names + legacy indexed content, Strands semconv + span events).
@@ -35,6 +37,8 @@ DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
 
 # Attribute keys whose presence marks a span as GenAI for the hot path. Checked
 # with one dict lookup each, so keep this short and specific.
+IGNORING = tuple(dialect for dialect in DIALECTS if hasattr(dialect, "ignores"))
+
 GENAI_MARKERS: tuple[str, ...] = tuple(
     dict.fromkeys(marker for dialect in DIALECTS for marker in dialect.MARKERS)
 )
@@ -71,6 +75,9 @@ def read_operation(record: SpanRecord) -> Operation | None:
         )
     if kind is None or kind == OTHER:
         return None
+    for dialect in IGNORING:
+        if dialect.ignores(record) and dialect in detected:
+            return None
     op = Operation(record=record, kind=kind)
     for dialect in detected:
         dialect.extract(record, op)

@@ -120,6 +120,14 @@ class Operation:
         """Parse the input messages when first read: ``parse(issues)`` returns them and appends its issues."""
         self._pending_input = (parse, len(self.issues))
 
+    def map_input_messages(self, change: Callable[[list[Message] | None], list[Message] | None]) -> None:
+        """Apply ``change`` to the input messages, when they are parsed (a dialect's correction of another's reading)."""
+        if self._pending_input is None:
+            self._input_messages = change(self._input_messages)
+            return
+        parse, position = self._pending_input
+        self._pending_input = (lambda issues: change(parse(issues)), position)
+
     @property
     def has_content(self) -> bool:
         return bool(
