@@ -46,7 +46,7 @@ from otel_agent_eval import AgentTrace, assemble
 from otel_agent_eval.logs import join_log_records
 from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
-from tests.frameworks.harness import assert_traces, call, differences, dump, shape, step, trace
+from tests.frameworks.harness import assert_traces, call, differences, flat, shape, step, trace
 from tests.frameworks.venvs import framework_python
 from tests.openai_server import FakeOpenAI, RecordedRequest, scripted, text, tool_calls
 
@@ -275,15 +275,6 @@ def expected_agent_tool(run: Run) -> list[AgentTrace]:
 
 EXPECTED = {"tools": expected_tools, "raises": expected_raises, "transfer": expected_transfer,
             "agent_tool": expected_agent_tool}
-
-
-def flat(traces: list[AgentTrace]) -> list[dict[str, Any]]:
-    """Every agent of a forest on its own, without the links between them (parents, steps)."""
-    out = []
-    for t in traces:
-        out.append({**dump(t), "children": [], "parent_step_index": None})
-        out += flat(t.children)
-    return sorted(out, key=lambda d: d["agent_span_id"])
 
 
 # --- the runs themselves ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ module still corrects, on every span of scope ``gcp.vertex.agent``:
   results of the calls already recorded, is bookkeeping, not a tool execution (``ignores``);
 - ``<not specified>`` stands for a missing call id or result (a tool that raised): absent;
 - the history ADK sends an agent relays other agents' turns as user messages starting
-  ``For context:``; they are not the user's, so not the agent's task (role ``other_agent``).
+  ``For context:``; they are not the user's, so not the agent's task (role ``other_agent``, ``finish``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,6 @@ def extract(record: SpanRecord, op: Operation) -> None:
                 fill(op, output_messages=[gemini_message(content)])
             if present(response.get("error_message")) and op.error is None:
                 op.error = f"{response.get('error_code') or 'error'}: {response['error_message']}"
-        op.map_input_messages(_relays_as_other_agent)
     elif op.kind == TOOL:
         fill(op, tool_name=span_name_subject(record.name, "execute_tool"))
         if op.tool_arguments is None and present(attrs.get("gcp.vertex.agent.tool_call_args")):
@@ -117,6 +116,11 @@ def extract(record: SpanRecord, op: Operation) -> None:
                 op.tool_result = result
     elif op.kind == AGENT:
         fill(op, agent_name=span_name_subject(record.name, "agent_run", "invoke_agent"))
+
+
+def finish(op: Operation) -> None:
+    if op.kind == LLM:
+        op.map_input_messages(_relays_as_other_agent)
 
 
 def _tool_definitions(config: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -186,3 +186,13 @@ def assert_traces(actual: Sequence[AgentTrace], expected: Sequence[AgentTrace]) 
     """Equal dumps, with a leaf-by-leaf diff as the failure message."""
     got, want = [dump(t) for t in actual], [dump(t) for t in expected]
     assert got == want, "\n".join(differences(got, want))
+
+
+def flat(traces: Sequence[AgentTrace]) -> list[dict[str, Any]]:
+    """Every agent of a forest on its own, without the links between them (children, parent step),
+    by agent span id: what assembly got right about each agent whether or not it linked them."""
+    out = []
+    for t in traces:
+        out.append({**dump(t), "children": [], "parent_step_index": None})
+        out += flat(t.children)
+    return sorted(out, key=lambda d: d["agent_span_id"])
