@@ -15,6 +15,8 @@ Schemas (``MODES``):
   ``gen_ai.client.inference.operation.details`` log records of the model calls (tool spans then
   carry no arguments or results: assembly takes both from the model's request and the next call's
   history). Without it (the default) nothing is captured.
+- ``streamed`` (a scenario, in every schema): ``StreamingMode.SSE``; semconv then records each
+  streamed chunk as an output message (finish reason ``""``) before the whole response.
 - ``legacy``: ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1``, the ``gcp.vertex.agent.*`` schema:
   ``invocation`` -> ``invoke_agent`` -> ``call_llm`` (Gemini-shaped ``llm_request``/``llm_response``)
   wrapping a semconv ``generate_content`` span, and ``execute_tool`` with ``tool_call_args`` /
@@ -74,6 +76,13 @@ BOOK_ARGS = {"restaurant": "Chez Test", "people": 2}
 SCRIPTS: dict[str, dict[str, list[Any]]] = {
     # single tool, then two at once, then a tool that fails (its error callback answers for it)
     "tools": {"m-concierge": [
+        tool_calls(("call_w1", "get_weather", {"city": "Paris"}), content=THOUGHT),
+        tool_calls(("call_w2", "get_weather", {"city": "Rome"}), ("call_t", "local_time", {"city": "Rome"})),
+        tool_calls(("call_b", "book_table", BOOK_ARGS)),
+        text(FINAL),
+    ]},
+    # the same, streamed (StreamingMode.SSE): ADK records every chunk as an output message
+    "streamed": {"m-concierge": [
         tool_calls(("call_w1", "get_weather", {"city": "Paris"}), content=THOUGHT),
         tool_calls(("call_w2", "get_weather", {"city": "Rome"}), ("call_t", "local_time", {"city": "Rome"})),
         tool_calls(("call_b", "book_table", BOOK_ARGS)),
@@ -273,13 +282,13 @@ def expected_agent_tool(run: Run) -> list[AgentTrace]:
     ], children=[nested])]
 
 
-EXPECTED = {"tools": expected_tools, "raises": expected_raises, "transfer": expected_transfer,
+EXPECTED = {"tools": expected_tools, "streamed": expected_tools, "raises": expected_raises, "transfer": expected_transfer,
             "agent_tool": expected_agent_tool}
 
 
 # --- the runs themselves ---------------------------------------------------------------------------
 
-OUTPUTS = {"tools": FINAL, "raises": f"raised: {BOOKED}", "transfer": OSLO, "agent_tool": UMBRELLA}
+OUTPUTS = {"tools": FINAL, "streamed": FINAL, "raises": f"raised: {BOOKED}", "transfer": OSLO, "agent_tool": UMBRELLA}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -288,6 +297,7 @@ def test_the_scripted_run_ran(runs: dict[tuple[str, str], Run], mode: str, scena
     run = runs[mode, scenario]
     assert run.output == OUTPUTS[scenario]
     assert {r.api for r in run.requests} == {"chat"}
+    assert {r.body.get("stream", False) for r in run.requests} == {scenario == "streamed"}
     assert {s.scope_name for s in run.spans} == {"gcp.vertex.agent"}
 
 
@@ -416,6 +426,19 @@ def test_a_transferred_agent_is_given_the_users_message(runs: dict[tuple[str, st
 
 def flat_traces(traces: list[AgentTrace]) -> list[AgentTrace]:
     return [x for t in traces for x in (t, *flat_traces(t.children))]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_step_per_streamed_response_however_many_chunks_it_recorded(
+        runs: dict[tuple[str, str], Run], mode: str) -> None:
+    run = runs[mode, "streamed"]
+    if mode == SPAN:  # one output message per chunk, then the whole response
+        first = run.named("generate_content openai/m-concierge")[0]
+        recorded = json.loads(first.attributes["gen_ai.output.messages"])
+        assert [m["finish_reason"] for m in recorded] == [""] * (len(recorded) - 1) + ["stop"]
+        assert len(recorded) > 2
+    (concierge,) = run.traces()
+    assert [(s.thought, s.output) for s in concierge.steps] == [(THOUGHT, None), (None, None), (None, None), (None, FINAL)]
 
 
 def test_text_only_in_log_records_still_reaches_the_step(runs: dict[tuple[str, str], Run]) -> None:

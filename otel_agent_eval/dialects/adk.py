@@ -20,6 +20,8 @@ module still corrects, on every span of scope ``gcp.vertex.agent``:
 - ``execute_tool (merged)``, written after parallel calls with a synthetic call id and the
   results of the calls already recorded, is bookkeeping, not a tool execution (``ignores``);
 - ``<not specified>`` stands for a missing call id or result (a tool that raised): absent;
+- a streamed model call (``StreamingMode.SSE``, semconv) records one output message per chunk,
+  finish reason ``""``, then the whole response: the response is the message with a finish reason;
 - the history ADK sends an agent relays other agents' turns as user messages starting
   ``For context:``; they are not the user's, so not the agent's task (role ``other_agent``, ``finish``).
 """
@@ -121,6 +123,13 @@ def extract(record: SpanRecord, op: Operation) -> None:
 def finish(op: Operation) -> None:
     if op.kind == LLM:
         op.map_input_messages(_relays_as_other_agent)
+        outputs = op.output_messages
+        if outputs and len(outputs) > 1 and any(m.finish_reason == "" for m in outputs):
+            # Streamed (StreamingMode.SSE): one message per chunk (finish reason ""), then the
+            # whole response; the response is the one with a finish reason.
+            final = [m for m in outputs if m.finish_reason]
+            if final:
+                op.output_messages = final
 
 
 def _tool_definitions(config: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -43,6 +43,8 @@ class Message:
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[RequestedCall] = field(default_factory=list)
     tool_results: list[tuple[str | None, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    """As recorded (semconv output messages): ``""`` marks a streamed chunk in some instrumentations."""
 
     @property
     def text(self) -> str | None:

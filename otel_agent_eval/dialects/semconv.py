@@ -266,6 +266,9 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
     """One message; ``item`` is plain (as ``parse_json_value`` returns it)."""
     role = item.get("role")
     message = Message(role=role if type(role) is str and role else str(role or "unknown"))
+    finish_reason = item.get("finish_reason")
+    if finish_reason is not None:
+        message.finish_reason = str(finish_reason)
     parts = item.get("parts")
     if parts is None:
         parts = chat_parts(item)

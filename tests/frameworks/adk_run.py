@@ -17,6 +17,8 @@ Scenarios:
   ``get_weather`` for Rome and ``local_time`` for Rome at once (parallel), then ``book_table``,
   which raises (ADK's ``on_tool_error_callback`` turns the exception into the tool result the model
   gets), then the answer.
+- ``streamed``: ``tools`` with ``StreamingMode.SSE``: LiteLLM streams every model call, ADK yields
+  partial responses as they arrive.
 - ``raises``: ``concierge`` without that callback: ``book_table`` raises, and the exception ends the
   run (the runner prints it as the output).
 - ``transfer``: ``coordinator`` with ``sub_agents=[weather_agent]``: the coordinator calls
@@ -37,7 +39,8 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of LiteLLM's price list
 
-from google.adk.agents import LlmAgent  # noqa: E402
+from google.adk.agents import LlmAgent, RunConfig  # noqa: E402
+from google.adk.agents.run_config import StreamingMode  # noqa: E402
 from google.adk.models.lite_llm import LiteLlm  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.adk.tools.agent_tool import AgentTool  # noqa: E402
@@ -52,6 +55,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 QUESTIONS = {
+    "streamed": "What's the weather in Paris and in Rome, the time in Rome, and can you get me a table at Chez Test for 2?",
     "tools": "What's the weather in Paris and in Rome, the time in Rome, and can you get me a table at Chez Test for 2?",
     "raises": "Can you get me a table at Chez Test for 2?",
     "transfer": "What's the weather in Oslo?",
@@ -93,7 +97,7 @@ def weather_agent(base_url: str) -> LlmAgent:
 
 
 def build(scenario: str, base_url: str) -> LlmAgent:
-    if scenario == "tools":
+    if scenario in ("tools", "streamed"):
         return LlmAgent(
             name="concierge", model=model(base_url, "concierge"), instruction="You help travellers.",
             tools=[get_weather, local_time, book_table], on_tool_error_callback=tool_error,
@@ -120,8 +124,9 @@ async def run(scenario: str, base_url: str) -> str:
     session = await runner.session_service.create_session(app_name="travel", user_id="u1", session_id="s1")
     message = types.Content(role="user", parts=[types.Part(text=QUESTIONS[scenario])])
     final = ""
+    config = RunConfig(streaming_mode=StreamingMode.SSE if scenario == "streamed" else StreamingMode.NONE)
     try:
-        async for event in runner.run_async(user_id="u1", session_id=session.id, new_message=message):
+        async for event in runner.run_async(user_id="u1", session_id=session.id, new_message=message, run_config=config):
             if event.is_final_response() and event.content and event.content.parts:
                 final = "".join(p.text or "" for p in event.content.parts)
     except RuntimeError as error:  # the ``raises`` scenario
