@@ -14,13 +14,14 @@ Schemas (``MODES``):
   (``gen_ai.input/output.messages``, ``gen_ai.tool.call.arguments/result``), ``EVENT_ONLY`` only in
   ``gen_ai.client.inference.operation.details`` log records of the model calls (tool spans then
   carry no arguments or results: assembly takes both from the model's request and the next call's
-  history). Without it (the default) nothing is captured.
-- ``streamed`` (a scenario, in every schema): ``StreamingMode.SSE``; semconv then records each
-  streamed chunk as an output message (finish reason ``""``) before the whole response.
+  history). Without it (the default) nothing is captured (``semconv_no_content``, ``tools`` only).
 - ``legacy``: ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1``, the ``gcp.vertex.agent.*`` schema:
   ``invocation`` -> ``invoke_agent`` -> ``call_llm`` (Gemini-shaped ``llm_request``/``llm_response``)
   wrapping a semconv ``generate_content`` span, and ``execute_tool`` with ``tool_call_args`` /
   ``tool_response``: two spans per model call, one step.
+
+Scenario ``streamed`` is ``tools`` with ``StreamingMode.SSE``: semconv then records each streamed
+chunk as an output message (finish reason ``""``) before the whole response.
 
 In every schema: tool spans carry the model's call id (``gen_ai.tool.call.id``); a parallel batch is
 followed by an ``execute_tool (merged)`` span with a synthetic id (not a tool call); a tool whose
@@ -48,18 +49,20 @@ from otel_agent_eval import AgentTrace, assemble
 from otel_agent_eval.logs import join_log_records
 from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
-from tests.frameworks.harness import assert_traces, call, differences, flat, shape, step, trace
+from tests.frameworks.harness import assert_traces, call, differences, dump, flat, shape, step, trace
 from tests.frameworks.venvs import framework_python
 from tests.openai_server import FakeOpenAI, RecordedRequest, scripted, text, tool_calls
 
 RUNNER = Path(__file__).parent / "frameworks" / "adk_run.py"
 
-SPAN, EVENT, LEGACY = "semconv_span", "semconv_event", "legacy"
+SPAN, EVENT, LEGACY, OFF = "semconv_span", "semconv_event", "legacy", "semconv_no_content"
 MODES = {
     SPAN: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
     EVENT: {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"},
     LEGACY: {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
 }
+NO_CONTENT = {}
+"""ADK 2's default: no content captured (run for the ``tools`` scenario only)."""
 
 # The questions and models are adk_run.py's.
 QUESTION = "What's the weather in Paris and in Rome, the time in Rome, and can you get me a table at Chez Test for 2?"
@@ -178,10 +181,10 @@ def _subprocess_env(extra: dict[str, str]) -> dict[str, str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Run]:
     python = framework_python("adk")
     out = tmp_path_factory.mktemp("adk")
-    keys = [(mode, scenario) for mode in MODES for scenario in SCENARIOS]
+    keys = [(mode, scenario) for mode in MODES for scenario in SCENARIOS] + [(OFF, "tools")]
     with contextlib.ExitStack() as stack:
         servers: dict[tuple[str, str], FakeOpenAI] = {key: stack.enter_context(scripted(SCRIPTS[key[1]])) for key in keys}
-        plan = [{"scenario": scenario, "base_url": servers[mode, scenario].base_url, "env": MODES[mode],
+        plan = [{"scenario": scenario, "base_url": servers[mode, scenario].base_url, "env": MODES.get(mode, NO_CONTENT),
                  "out": str(out / f"{mode}-{scenario}")} for mode, scenario in keys]
         (out / "plan.json").write_text(json.dumps(plan))
         done = subprocess.run([str(python), str(RUNNER), str(out / "plan.json")], env=_subprocess_env({}),
@@ -439,6 +442,22 @@ def test_one_step_per_streamed_response_however_many_chunks_it_recorded(
         assert len(recorded) > 2
     (concierge,) = run.traces()
     assert [(s.thought, s.output) for s in concierge.steps] == [(THOUGHT, None), (None, None), (None, None), (None, FINAL)]
+
+
+def test_without_content_the_steps_keep_their_structure(runs: dict[tuple[str, str], Run]) -> None:
+    """ADK 2's default captures no content: steps, calls, ids, errors, usage and tool names stay."""
+    run = runs[OFF, "tools"]
+    assert not any(k in s.attributes for s in run.spans for k in ("gen_ai.output.messages", "gen_ai.tool.call.arguments"))
+    (expected_trace,) = expected_tools(run)
+    expected = dump(expected_trace)
+    expected.update(input=None, final_output=None, content_captured=False)
+    for definition in expected["tool_definitions"]:
+        definition["parameters"] = None  # ADK writes the definitions without their parameters
+    for s in expected["steps"]:
+        s.update(thought=None, output=None)
+        for c in s["tool_calls"]:
+            c.update(arguments=None, result=None)
+    assert_traces(run.traces(), [AgentTrace.model_validate(expected)])
 
 
 def test_text_only_in_log_records_still_reaches_the_step(runs: dict[tuple[str, str], Run]) -> None:
