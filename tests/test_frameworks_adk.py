@@ -45,8 +45,11 @@ from typing import Any
 
 import pytest
 
-from otel_agent_eval import AgentTrace, assemble
+from otel_agent_eval import AgentTrace, ToolExpectation, assemble
+from otel_agent_eval.config import Settings
+from otel_agent_eval.evaluators import build_evaluators
 from otel_agent_eval.logs import join_log_records
+from otel_agent_eval.offline import evaluate_records, read_files
 from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
 from tests.frameworks.harness import assert_traces, call, differences, dump, flat, shape, step, trace
@@ -140,6 +143,7 @@ class Run:
     spans: list[SpanRecord]
     logs: list[LogRecordData]
     requests: list[RecordedRequest]
+    spans_file: Path
 
     def traces(self) -> list[AgentTrace]:
         return assemble(join_log_records(self.spans, self.logs))
@@ -197,7 +201,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Run]
             key: Run(key[0], key[1], output,
                      decode_traces_protobuf((out / f"{key[0]}-{key[1]}.spans").read_bytes()),
                      decode_logs_protobuf((out / f"{key[0]}-{key[1]}.logs").read_bytes()),
-                     list(servers[key].requests))
+                     list(servers[key].requests), out / f"{key[0]}-{key[1]}.spans")
             for key, output in zip(keys, outputs)
         }
 
@@ -458,6 +462,22 @@ def test_without_content_the_steps_keep_their_structure(runs: dict[tuple[str, st
         for c in s["tool_calls"]:
             c.update(arguments=None, result=None)
     assert_traces(run.traces(), [AgentTrace.model_validate(expected)])
+
+
+@pytest.mark.parametrize("mode", [SPAN, LEGACY])
+def test_the_exported_file_evaluates_offline(runs: dict[tuple[str, str], Run], mode: str) -> None:
+    """What ``otel-agent-eval evaluate FILE`` does with the OTLP file ADK's process exported (spans only)."""
+    run = runs[mode, "tools"]
+    expectations = [ToolExpectation(agent="concierge", expected_tools=["get_weather", "local_time", "book_table"])]
+    report = evaluate_records(read_files([run.spans_file]), build_evaluators(Settings(), expectations))
+    ((evaluated, results),) = report.evaluated
+    assert_traces([evaluated], expected_tools(run))
+    assert {r.evaluator: r.label for r in results} == {
+        "tool_call_accuracy": "pass",
+        "tool_failure_recovery": "fail",  # book_table failed and was never retried
+        "loop_detection": "pass",
+        "step_budget": "pass",
+    }
 
 
 def test_text_only_in_log_records_still_reaches_the_step(runs: dict[tuple[str, str], Run]) -> None:
