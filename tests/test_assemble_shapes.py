@@ -121,6 +121,14 @@ def test_a_call_no_turn_requested_goes_to_the_turn_before_it_not_a_fast_next_tur
     assert [[c.name for c in s.tool_calls] for s in assemble(skewed)[0].steps] == [["book"]]
 
 
+def test_a_call_no_turn_requested_is_not_given_to_a_turn_that_started_in_the_same_clock_tick() -> None:
+    # JS SDKs (Vercel AI SDK) round start times to the millisecond: without recorded content, the
+    # next turn often starts in the tool's millisecond; only turns that started strictly before it
+    # can have asked for it.
+    spans = [agent(), chat(2, 0, 10), tool(3, "t", 11, 12), chat(4, 11, 20)]
+    assert [[c.name for c in s.tool_calls] for s in assemble(spans)[0].steps] == [["t"], []]
+
+
 def test_list_call_ids() -> None:
     # Microsoft Agent Framework: [run id, call id] on both sides
     spans = [agent(), span(2, "chat m", 0, 10, **{"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(

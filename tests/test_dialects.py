@@ -124,6 +124,21 @@ def vercel_legacy_spans() -> list[SpanRecord]:
     ]
 
 
+def test_vercel_tool_results_errors_and_definitions_as_the_sdk_records_them() -> None:
+    # ai 5/6 generate-text.ts: ai.toolCall.result is JSON.stringify(output); a tool that throws
+    # ends ERROR with an exception event and no result; ai.prompt.tools is one JSON string per tool.
+    spans = vercel_legacy_spans()
+    tools = (json.dumps({"type": "function", "name": "get_weather", "inputSchema": {"type": "object"}}),)
+    spans[1] = dataclasses.replace(spans[1], attributes={**spans[1].attributes, "ai.prompt.tools": tools})
+    spans[2] = dataclasses.replace(spans[2], attributes={**spans[2].attributes, "ai.toolCall.result": json.dumps("rainy")})
+    failed = {k: v for k, v in spans[3].attributes.items() if k != "ai.toolCall.result"}
+    spans[3] = dataclasses.replace(spans[3], attributes=failed, status_code=STATUS_ERROR, status_message="clock broke",
+                                   events=(SpanEvent("exception", 15, {"exception.type": "Error", "exception.message": "clock broke"}),))
+    (trace,) = assemble(spans)
+    assert [(c.result, c.error) for c in trace.steps[0].tool_calls] == [("rainy", None), (None, "clock broke")]
+    assert trace.tool_definitions == [{"type": "function", "name": "get_weather", "inputSchema": {"type": "object"}}]
+
+
 def strands_spans() -> list[SpanRecord]:
     # strands-agents/sdk-python src/strands/telemetry/tracer.py (default mode): content in span
     # events with Bedrock content blocks; one execute_event_loop_cycle span per turn.

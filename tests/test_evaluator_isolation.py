@@ -82,9 +82,9 @@ class Outcome:
     def requests_for(self, model: str) -> int:
         return sum(1 for r in self.requests if r["body"].get("model") == model)
 
-    @property
-    def evaluated_trace_ids(self) -> list[str]:
-        return sorted(e.trace.trace_id for e in self.recorder.evaluated)
+    def evaluated_trace_ids(self, phase: str) -> list[str]:
+        """Runs whose results of one phase (``deterministic`` or ``judge``) were emitted."""
+        return sorted(e.trace.trace_id for e in self.recorder.evaluated if e.phase == phase)
 
     def exported_trace_ids(self) -> set[str]:
         return {format(s.context.trace_id, "032x") for s in self.telemetry.span_exporter.get_finished_spans()}
@@ -169,13 +169,16 @@ def run_app(
 
 def assert_only_the_app_was_evaluated(outcome: Outcome, judges: tuple[str, ...] = JUDGE_EVALUATORS, tone: bool = True) -> None:
     assert len(outcome.app_trace_ids) == RUNS
-    assert outcome.evaluated_trace_ids == sorted(outcome.app_trace_ids)
+    assert outcome.evaluated_trace_ids("deterministic") == sorted(outcome.app_trace_ids)
+    assert outcome.evaluated_trace_ids("judge") == sorted(outcome.app_trace_ids)  # the judge and tone evaluators' phase
     assert outcome.requests_for(JUDGE_MODEL) == len(judges) * RUNS  # one request per judge evaluator per run
     assert outcome.requests_for(TONE_MODEL) == (RUNS if tone else 0)
     for evaluated in outcome.recorder.evaluated:
         labels = {r.evaluator: r.label for r in evaluated.results}
-        assert all(labels[name] in ("pass", "fail") for name in judges), labels  # the judge answered
-        assert labels.get("tone_check", "pass") == "pass"
+        if evaluated.phase == "judge":
+            assert all(labels[name] in ("pass", "fail") for name in judges), labels  # the judge answered
+        else:
+            assert labels.get("tone_check", "pass") == "pass"  # a custom evaluator runs with the deterministic ones
 
 
 # --- default sampler: evaluator-made spans are never recorded, never evaluated -------------------
