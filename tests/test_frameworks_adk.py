@@ -168,9 +168,10 @@ class Run:
 
 
 def readable(record: SpanRecord) -> Any:
-    """A decoded span in the shape the harness builders read (``context``, ``start_time``, ``end_time``)."""
+    """A decoded span in the shape the harness builders read (``context``, times, ``resource``)."""
     return SimpleNamespace(context=SimpleNamespace(span_id=record.span_id, trace_id=record.trace_id),
-                           start_time=record.start_time_unix_nano, end_time=record.end_time_unix_nano)
+                           start_time=record.start_time_unix_nano, end_time=record.end_time_unix_nano,
+                           resource=SimpleNamespace(attributes=None))  # decoded: see _agent_trace
 
 
 def _subprocess_env(extra: dict[str, str]) -> dict[str, str]:
@@ -210,7 +211,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Run]
 
 def _agent_trace(run: Run, agent: SpanRecord, name: str, tools: list[dict[str, Any]], **kwargs: Any) -> AgentTrace:
     built = trace(readable(agent), name, conversation_id=agent.attributes.get("gen_ai.conversation.id"), **kwargs)
-    return built.model_copy(update={"tool_definitions": tools})
+    # A decoded span's resource is already the metadata it gives (the harness maps SDK resources).
+    return built.model_copy(update={"tool_definitions": tools, "metadata": dict(agent.resource)})
 
 
 def _call(run: Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None = None) -> Any:
