@@ -33,7 +33,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    ancestry, then tool call id, then (name, canonical arguments), then time order
    (turns that started before the tool first, then those within the clock-skew allowance).
    It fills in the requested call; a tool span nobody requested is kept, flagged
-   ``requested=False``; a requested call with no tool span stays ``executed=False``.
+   ``requested=False``, unless its turn answered with text and no structured call (tool
+   use written as text or code: ReAct, code agents), where it is the turn's requested call;
+   a requested call with no tool span stays ``executed=False``.
    A handoff span fulfils the requested call that names its target agent.
 5. A call still without an id takes it from a later model call's input, where the
    call and its result were echoed back with their id; an executed call whose tool
@@ -727,6 +729,9 @@ class _StepDraft:
     tool_span_ids: list[int] = field(default_factory=list)
     tool_span_hexes: list[str] = field(default_factory=list)
     """``tool_span_ids`` as the step reports them (each formatted once)."""
+    calls_in_text: bool = False
+    """The model's response has text and requests no structured tool call: tools run for it were
+    asked for in that text (ReAct, code agents)."""
     issues: list[str] = field(default_factory=list)
     """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
     (read then: a model call's input is parsed when first needed, and its issues come with it)."""
@@ -754,6 +759,7 @@ class _StepDraft:
                             continue
                         seen.add(call_id)
                     calls.append(_CallDraft(call.name, call.arguments, call_id))
+        draft.calls_in_text = not calls and draft.llm is not None and bool(draft.llm.output_text())
         return draft
 
     def open_call(self, tool: Operation, by: str) -> _CallDraft | None:
@@ -785,8 +791,11 @@ class _StepDraft:
             or self.open_call(tool, "handoff")
         )
         if call is None:
-            call = _CallDraft(name=tool.tool_name or tool.record.name, requested=self.llm is None or not self.llm.has_content)
-            if self.llm is not None and self.llm.has_content:
+            # A response that requested no structured call asked for its tools in text or code
+            # (ReAct, code agents): the tool spans run under it are its calls, without call ids.
+            in_text = self.llm is None or not self.llm.has_content or self.calls_in_text
+            call = _CallDraft(name=tool.tool_name or tool.record.name, requested=in_text)
+            if not in_text:
                 self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
             self.calls.append(call)
         call.executed = True
