@@ -36,7 +36,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    ``requested=False``, unless its turn answered with text and no structured call (tool
    use written as text or code: ReAct, code agents), where it is the turn's requested call;
    a requested call with no tool span stays ``executed=False``.
-   A handoff span fulfils the requested call that names its target agent.
+   A handoff span fulfils the requested call that names its target agent; a nested agent
+   run for a step with no tool span around it (a smolagents managed agent) fulfils the
+   step's open call of its name, its final output the result.
 5. A call still without an id takes it from a later model call's input, where the
    call and its result were echoed back with their id; an executed call whose tool
    span recorded no result (event-only content, a failed tool, a handoff) takes the
@@ -75,7 +77,7 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
-from .model import AgentTrace, step_texts
+from .model import AgentStep, AgentTrace, step_texts
 from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
 from .semconv_run import assemble_semconv_run
 
@@ -250,6 +252,8 @@ class _TraceAssembly:
                 child = built[scope.key]
                 child.parent_step_index = self._delegating_step(scope, scope.parent)
                 built[scope.parent.key].children.append(child)
+                if child.parent_step_index is not None:
+                    _fulfil_by_agent(built[scope.parent.key].steps[child.parent_step_index], child)
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
 
@@ -941,6 +945,17 @@ def _echoed_result(call: _CallDraft, messages: list[Message] | None, strict: boo
             if call_id == call.call_id and echoed is not None:
                 return echoed
     return _MISSING
+
+
+def _fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:
+    """A call the step requested by the name of the agent that ran for it, with no tool span of its
+    own (a smolagents managed agent: its AGENT span is the call's execution), is that run."""
+    for call in step.tool_calls:
+        if call.requested and not call.executed and call.name == child.agent_name:
+            call.executed, call.result, call.span_id = True, child.final_output, child.agent_span_id
+            call.start_time_unix_nano, call.end_time_unix_nano = child.start_time_unix_nano, child.end_time_unix_nano
+            step.span_ids.append(child.agent_span_id)
+            return
 
 
 def _mentions(name: str, agent: str) -> bool:

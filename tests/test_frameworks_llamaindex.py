@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import AgentTrace, TokenUsage, assemble
+from otel_agent_eval.cli import main
 from otel_agent_eval.otlp import read_trace_file
 from tests.frameworks import llamaindex_scenarios as sc
 from tests.frameworks.harness import (
@@ -74,6 +75,8 @@ REACT_SCRIPT = {sc.REACT_MODEL: [text(t) for t in REACT_TEXTS]}
 class Run:
     output: str
     spans: list[RecordSpan]
+    path: Path
+    """The OTLP protobuf file the run exported."""
 
     def traces(self) -> list[AgentTrace]:
         return assemble([s.record for s in self.spans])
@@ -98,7 +101,7 @@ def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
         assert done.returncode == 0, done.stderr[-4000:]
         assert server.errors == []
     spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
-    return Run(json.loads(done.stdout.strip().splitlines()[-1])["output"], [RecordSpan(r) for r in spans])
+    return Run(json.loads(done.stdout.strip().splitlines()[-1])["output"], [RecordSpan(r) for r in spans], out)
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +209,20 @@ def test_react_steps(react: Run) -> None:
 def test_react_agent_is_named_after_its_class_not_a_method(react: Run) -> None:
     (got,) = react.traces()
     assert got.agent_name == "ReActAgent"
+
+
+# -- offline evaluation of the exported file -------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["function", "react"])
+def test_evaluate_command_reads_the_exported_file(scenario: str, request: pytest.FixtureRequest,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``otel-agent-eval evaluate`` on the file the framework's venv wrote: the same steps, scored."""
+    run: Run = request.getfixturevalue(scenario)
+    assert main(["evaluate", str(run.path), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["traces_read"], report["traces_without_agent"]) == (1, 0)
+    assert [r["trace"] for r in report["agent_runs"]] == [t.model_dump(mode="json") for t in run.traces()]
+    # The failed book_table is read as a failure: later calls succeed in the workflow, none in ReAct.
+    recovery = report["totals"]["tool_failure_recovery"]
+    assert recovery["pass_rate"] == (1.0 if scenario == "function" else 0.0)

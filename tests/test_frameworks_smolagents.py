@@ -6,7 +6,7 @@ OpenInference tree: ``{agent name}.run`` (AGENT; ``input.value`` the bound ``run
 ``{"task": ..., "stream": ..., ...}``) -> ``Step {n}`` (CHAIN, one per model response) ->
 ``OpenAIModel.generate`` (LLM) and the tools run for it (TOOL, named after the tool's class). A
 managed agent's ``{name}.run`` is a child of the manager's step, with no TOOL span for the call the
-manager's model made. Tool spans record the call envelope ``{"args": [...],
+manager's model made: that run is the call (assembly rule 4). Tool spans record the call envelope ``{"args": [...],
 "sanitize_inputs_outputs": ..., "kwargs": {...}}`` and no call id; a tool that raised ends ERROR
 with an exception event (and no ``output.value``). A CodeAgent's model writes Python code in its text
 (no tool calls): its step is the model response and the tools that code ran.
@@ -15,22 +15,26 @@ with an exception event (and no ``output.value``). A CodeAgent's model writes Py
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+from prometheus_client import CollectorRegistry
 
 pytest.importorskip("smolagents")
 pytest.importorskip("openinference.instrumentation.smolagents")
 
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor  # noqa: E402
 
-from otel_agent_eval import AgentTrace  # noqa: E402
+from otel_agent_eval import AgentTrace, install  # noqa: E402
 from tests.conftest import Telemetry, make_telemetry  # noqa: E402
 from tests.frameworks import smolagents_scenarios as sc  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
+    RecordingSink,
+    all_traces,
     assemble_with_logs,
     assert_traces,
     call,
@@ -50,6 +54,9 @@ class Run:
     telemetry: Telemetry
     output: str
     server: OpenAIServer
+    recorder: RecordingSink
+    registry: CollectorRegistry
+    flushed: bool
 
     @property
     def spans(self) -> list[ReadableSpan]:
@@ -73,8 +80,13 @@ class Run:
         return int(llm.attributes["llm.token_count.prompt"]), int(llm.attributes["llm.token_count.completion"])
 
 
-def scripted_run(script: dict, scenario) -> Iterator[Run]:
+def scripted_run(script: dict, scenario: Callable[[OpenAIServer], str]) -> Iterator[Run]:
+    """The scenario traced by OpenInference, with the processor installed on the same provider."""
     telemetry = make_telemetry()
+    registry = CollectorRegistry()
+    processor = install(telemetry.tracer_provider, telemetry.logger_provider, registry=registry, settle_delay_seconds=0.05)
+    recorder = RecordingSink()
+    processor.pipeline.sinks.append(recorder)
     instrumentor = SmolagentsInstrumentor()
     instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
     try:
@@ -83,8 +95,9 @@ def scripted_run(script: dict, scenario) -> Iterator[Run]:
             assert server.errors == []
     finally:
         instrumentor.uninstrument()
+    flushed = processor.force_flush(10_000)
     try:
-        yield Run(telemetry, output, server)
+        yield Run(telemetry, output, server, recorder, registry, flushed)
     finally:
         telemetry.shutdown()
 
@@ -103,7 +116,6 @@ def code() -> Iterator[Run]:
 
 
 def expected_tool_calling(run: Run) -> list[AgentTrace]:
-    """The right answer, managed agent included (see ``test_tool_calling_agent_tree``)."""
     p, w = run.llms(sc.PLANNER_MODEL), run.llms(sc.WEATHER_MODEL)
     assert (len(p), len(w)) == (4, 2)
     weather, book = run.tools("get_weather"), run.tools("book_table")
@@ -172,12 +184,9 @@ def test_tool_calling_agents_are_named_with_their_task_and_answer(tool_calling: 
     assert sc.WEATHER_TASK in (sub.input or "")  # smolagents wraps the manager's task in its own prompt
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "smolagents managed agent: the manager's requested call `weather_agent` (call_ask) is fulfilled by the "
-    "sub-agent's AGENT span `weather_agent.run`, a child of the manager's `Step 3` with no TOOL span; assembly "
-    "links the sub-agent as a child of step 2 but leaves the call executed=False with no result and no span id "
-    "(expected: executed, span id of `weather_agent.run`, result = the sub-agent's final answer)"))
 def test_tool_calling_agent_tree(tool_calling: Run) -> None:
+    """The managed agent is a child of the step that called it, and its run is that call: the
+    requested ``weather_agent`` call has no TOOL span, the sub-agent's AGENT span executes it."""
     assert_traces(tool_calling.traces(), expected_tool_calling(tool_calling))
 
 
@@ -211,3 +220,23 @@ def test_code_agent_steps(code: Run) -> None:
     """A step per model response; its tool calls are the tool spans its code ran, requested (in code)
     and without the "not requested" issue a function-calling turn would get."""
     assert_traces(code.traces(), expected_code(code))
+
+
+# -- the processor ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["tool_calling", "code"])
+def test_processor_evaluated_the_same_steps(scenario: str, request: pytest.FixtureRequest, metric_samples: Any) -> None:
+    """What the processor evaluated is what ``assemble`` gives, each agent on its own."""
+    run: Run = request.getfixturevalue(scenario)
+    assert run.flushed is True
+
+    def alone(traces: list[AgentTrace]) -> list[AgentTrace]:
+        return [t.model_copy(update={"children": []}) for t in traces]
+
+    got = sorted((e.trace for e in run.recorder.evaluated), key=lambda t: t.start_time_unix_nano)
+    assert_traces(alone(got), alone(all_traces(run.traces())))
+    m = metric_samples(run.registry)
+    assert m.value("agent_eval_processor_errors_total") == 0.0
+    agents = {("planner",): 1.0, ("weather_agent",): 1.0} if scenario == "tool_calling" else {("coder",): 1.0}
+    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == agents
