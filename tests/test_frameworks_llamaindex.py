@@ -10,14 +10,15 @@ read back here with ``otel_agent_eval.otlp.read_trace_file``.
 OpenInference tree (all CHAIN unless said): ``AgentWorkflow.run`` / ``ReActAgent.run`` (the root:
 ``input.value`` the workflow's start state, ``output.value`` a truncated Python repr of its
 ``StopEvent``) -> per model response ``run_agent_step`` -> ``OpenAI._prepare_chat_with_tools`` (LLM,
-builds the request: no response) and ``OpenAI.astream_chat`` (LLM: the response), for ReAct also
+builds the request: no response) and ``OpenAI.astream_chat`` or, not streamed, ``OpenAI.achat``
+(LLM: the response), for ReAct also
 ``ReActOutputParser.parse``; then per tool call ``call_tool`` -> ``FunctionTool.acall`` (TOOL:
 ``input.value`` ``{"kwargs": {...}}``, plus an injected ``ctx`` for the handoff tool; ``output.value``
 a ``ToolOutput`` as JSON; a tool that raised ends ERROR with an exception event and no output), and
 ``aggregate_tool_results``. No AGENT span: the agents' names appear only inside Python reprs
 (``current_agent_name='planner'``) on CHAIN spans, and not at all for a lone agent. Tool spans carry
 no call id (ReAct's ids are made up by LlamaIndex and recorded only in ``call_tool``'s repr).
-Streamed responses carry no token usage.
+Streamed responses carry no token usage (LlamaIndex does not ask for it).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.frameworks.openai_server import OpenAIServer, Scripted, text, tool_calls
+from tests.frameworks.openai_server import OpenAIServer, Scripted, text, tool_calls, usage_of
 from tests.frameworks.venvs import framework_python
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "llamaindex_run.py"
@@ -77,13 +78,18 @@ class Run:
     spans: list[RecordSpan]
     path: Path
     """The OTLP protobuf file the run exported."""
+    streamed: bool = True
 
     def traces(self) -> list[AgentTrace]:
         return assemble([s.record for s in self.spans])
 
     def responses(self) -> list[RecordSpan]:
         """The LLM spans that hold a model response, in order."""
-        return [s for s in self.spans if s.name == "OpenAI.astream_chat"]
+        return [s for s in self.spans if s.name in ("OpenAI.astream_chat", "OpenAI.achat")]
+
+    def usage(self, n: int) -> tuple[int, int]:
+        """The n-th response's usage: none when streamed (LlamaIndex asks for no usage then)."""
+        return (0, 0) if self.streamed else usage_of(n)
 
     def tools(self, name: str) -> list[RecordSpan]:
         return [s for s in self.spans if s.attributes.get("tool.name") == name]
@@ -101,12 +107,15 @@ def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
         assert done.returncode == 0, done.stderr[-4000:]
         assert server.errors == []
     spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
-    return Run(json.loads(done.stdout.strip().splitlines()[-1])["output"], [RecordSpan(r) for r in spans], out)
+    output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
+    return Run(output, [RecordSpan(r) for r in spans], out, streamed=scenario != "function_blocking")
 
 
-@pytest.fixture(scope="module")
-def function(llamaindex_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_scenario(llamaindex_python, "function", FUNCTION_SCRIPT, tmp_path_factory.mktemp("li") / "function.pb")
+@pytest.fixture(scope="module", params=["function", "function_blocking"])
+def function(request: pytest.FixtureRequest, llamaindex_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The workflow, its model calls streamed (``astream_chat``) or not (``achat``)."""
+    out = tmp_path_factory.mktemp("li") / f"{request.param}.pb"
+    return run_scenario(llamaindex_python, request.param, FUNCTION_SCRIPT, out)
 
 
 @pytest.fixture(scope="module")
@@ -139,18 +148,17 @@ def test_function_steps(function: Run) -> None:
     ``ctx``; results the text the model got back, not the ``ToolOutput`` JSON; the failed tool an
     error (its result the error text LlamaIndex sent back to the model, with the call id)."""
     r, weather, book, handoff = function.responses(), function.tools("get_weather"), function.tools("book_table"), function.tools("handoff")
-    none = (0, 0)  # streamed: LlamaIndex asks for no usage
     expected = [
         step(0, r[0], [call(weather[0], "get_weather", {"city": "Paris"}, sc.WEATHER["Paris"], call_id="call_paris"),
                        call(weather[1], "get_weather", {"city": "Rome"}, sc.WEATHER["Rome"], call_id="call_rome")],
-             model=sc.PLANNER_MODEL, usage=none),
+             model=sc.PLANNER_MODEL, usage=function.usage(0)),
         step(1, r[1], [call(book[0], "book_table", {"restaurant": "Chez Test", "people": 2}, sc.TABLE_ERROR,
-                            call_id="call_book", error=TOOL_ERROR)], model=sc.PLANNER_MODEL, usage=none),
+                            call_id="call_book", error=TOOL_ERROR)], model=sc.PLANNER_MODEL, usage=function.usage(1)),
         step(2, r[2], [call(handoff[0], "handoff", {"to_agent": "weather_agent", "reason": sc.HANDOFF_REASON},
-                            HANDOFF_RESULT, call_id="call_handoff")], model=sc.PLANNER_MODEL, usage=none),
+                            HANDOFF_RESULT, call_id="call_handoff")], model=sc.PLANNER_MODEL, usage=function.usage(2)),
         step(3, r[3], [call(weather[2], "get_weather", {"city": "Oslo"}, sc.WEATHER["Oslo"], call_id="call_oslo")],
-             model=sc.WEATHER_MODEL, usage=none),
-        step(4, r[4], model=sc.WEATHER_MODEL, usage=none, output=sc.FINAL_ANSWER),
+             model=sc.WEATHER_MODEL, usage=function.usage(3)),
+        step(4, r[4], model=sc.WEATHER_MODEL, usage=function.usage(4), output=sc.FINAL_ANSWER),
     ]
     got = [s.model_copy(update={"index": i}) for i, s in enumerate(steps_in_order(function.traces(), function.spans))]
     assert [s.model_dump(mode="json") for s in got] == [s.model_dump(mode="json") for s in expected]
@@ -178,15 +186,14 @@ def test_function_agents_split_at_the_handoff(function: Run) -> None:
 def expected_react(run: Run, agent_name: str) -> list[AgentTrace]:
     r, root = run.responses(), only(run.spans, lambda s: s.record.parent_span_id is None)
     weather, book = run.tools("get_weather"), run.tools("book_table")
-    none = (0, 0)
     return [trace(root, agent_name, input=sc.QUESTION, final_output=sc.REACT_ANSWER, steps=[
         # Tool use written as text: the step's calls are the tool spans run under it, without call ids.
         step(0, r[0], [call(weather[0], "get_weather", {"city": "Paris"}, sc.WEATHER["Paris"], call_id=None)],
-             model=sc.REACT_MODEL, usage=none, thought=REACT_TEXTS[0]),
+             model=sc.REACT_MODEL, usage=run.usage(0), thought=REACT_TEXTS[0]),
         step(1, r[1], [call(book[0], "book_table", {"restaurant": "Chez Test", "people": 2}, None, call_id=None,
-                            error=TOOL_ERROR)], model=sc.REACT_MODEL, usage=none, thought=REACT_TEXTS[1]),
+                            error=TOOL_ERROR)], model=sc.REACT_MODEL, usage=run.usage(1), thought=REACT_TEXTS[1]),
         # The last response: its thought, and the answer as the output.
-        step(2, r[2], model=sc.REACT_MODEL, usage=none, thought=sc.REACT_THOUGHTS[2], output=sc.REACT_ANSWER),
+        step(2, r[2], model=sc.REACT_MODEL, usage=run.usage(2), thought=sc.REACT_THOUGHTS[2], output=sc.REACT_ANSWER),
     ])]
 
 
@@ -214,15 +221,20 @@ def test_react_agent_is_named_after_its_class_not_a_method(react: Run) -> None:
 # -- offline evaluation of the exported file -------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", ["function", "react"])
-def test_evaluate_command_reads_the_exported_file(scenario: str, request: pytest.FixtureRequest,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def evaluate_command(run: Run, capsys: pytest.CaptureFixture[str]) -> dict:
     """``otel-agent-eval evaluate`` on the file the framework's venv wrote: the same steps, scored."""
-    run: Run = request.getfixturevalue(scenario)
     assert main(["evaluate", str(run.path), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["traces_read"], report["traces_without_agent"]) == (1, 0)
     assert [r["trace"] for r in report["agent_runs"]] == [t.model_dump(mode="json") for t in run.traces()]
-    # The failed book_table is read as a failure: later calls succeed in the workflow, none in ReAct.
-    recovery = report["totals"]["tool_failure_recovery"]
-    assert recovery["pass_rate"] == (1.0 if scenario == "function" else 0.0)
+    return report["totals"]
+
+
+def test_evaluate_command_reads_the_workflow_file(function: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    # The failed book_table is read as a failure, recovered by the later calls.
+    assert evaluate_command(function, capsys)["tool_failure_recovery"]["pass_rate"] == 1.0
+
+
+def test_evaluate_command_reads_the_react_file(react: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    # The failed book_table is read as a failure; no call after it.
+    assert evaluate_command(react, capsys)["tool_failure_recovery"]["pass_rate"] == 0.0

@@ -12,6 +12,7 @@ Scenarios:
   for Paris and Rome in one response (parallel), then ``book_table``, which raises (LlamaIndex sends
   the error text back to the model), then hands off to ``weather_agent`` (the workflow's ``handoff``
   tool); ``weather_agent`` calls ``get_weather`` for Oslo and answers.
+- ``function_blocking``: the same without streaming (``FunctionAgent(streaming=False)``: ``achat``).
 - ``react``: a ``ReActAgent`` ``reactor`` whose model writes ``Thought/Action/Action Input`` text:
   ``get_weather`` for Paris, then ``book_table`` (raises), then the answer.
 
@@ -55,12 +56,12 @@ def tools() -> list[FunctionTool]:
     return [FunctionTool.from_defaults(get_weather), FunctionTool.from_defaults(book_table)]
 
 
-async def run_function(base_url: str) -> str:
-    planner = FunctionAgent(
+async def run_function(base_url: str, streaming: bool = True) -> str:
+    planner = FunctionAgent(streaming=streaming,
         name="planner", description="Plans the trip.", system_prompt="You plan trips.", tools=tools(),
         llm=llm(base_url, PLANNER_MODEL), can_handoff_to=["weather_agent"],
     )
-    weather_agent = FunctionAgent(
+    weather_agent = FunctionAgent(streaming=streaming,
         name="weather_agent", description="Answers weather questions.", system_prompt="You know the weather.",
         tools=[FunctionTool.from_defaults(get_weather)], llm=llm(base_url, WEATHER_MODEL),
     )
@@ -73,7 +74,11 @@ async def run_react(base_url: str) -> str:
     return str(await agent.run(user_msg=QUESTION))
 
 
-SCENARIOS = {"function": run_function, "react": run_react}
+async def run_function_blocking(base_url: str) -> str:
+    return await run_function(base_url, streaming=False)
+
+
+SCENARIOS = {"function": run_function, "function_blocking": run_function_blocking, "react": run_react}
 
 
 def main(scenario: str, base_url: str, out: str) -> None:
