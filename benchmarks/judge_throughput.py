@@ -4,14 +4,15 @@
 The real path: a scripted agent emits GenAI spans into an ``AgentEvalProcessor``
 whose pipeline runs one judge evaluator (``task_completion``) through the real
 ``openai`` client against the local fake OpenAI server (127.0.0.1, every answer
-delayed by ``--latency`` seconds). Two set-ups side by side:
+delayed by ``--latency`` seconds). Two set-ups side by side: judge concurrency
+1 and 16 (the judge stage's worker threads and requests in flight).
 
-  concurrency 1    1 worker thread,  judge concurrency 1
-  concurrency 16  16 worker threads, judge concurrency 16
-
-Each trace has a distinct final output, so the cache never answers. The clock
-runs from the first span to ``force_flush`` returning (every trace evaluated).
-Ideal figures are ``concurrency / latency`` traces per second.
+Admission and rate caps are off and the queues hold every trace, so every trace
+sent is judged: the script checks that it was (judged runs and requests both
+equal the traces sent) and fails otherwise. Each trace has a distinct final
+output, so the cache never answers. The clock runs from the first span to
+``force_flush`` returning. Ideal figures are ``concurrency / latency`` traces
+per second.
 
 Usage:  python benchmarks/judge_throughput.py [--traces 256] [--latency 0.2]
 """
@@ -32,16 +33,16 @@ sys.path.insert(0, str(ROOT))
 from otel_agent_eval import AgentEvalProcessor  # noqa: E402
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion  # noqa: E402
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn  # noqa: E402
-from tests.fake_openai_server import FakeOpenAI, answer  # noqa: E402
+from tests.openai_server import FakeOpenAI, answer  # noqa: E402
 
 
 def run(server: FakeOpenAI, concurrency: int, traces: int) -> tuple[float, int, int]:
     registry = CollectorRegistry()
     settings = JudgeSettings.load(env={}, model="bench-judge", base_url=server.base_url, api_key="sk-bench",
-                                  concurrency=concurrency, timeout_seconds=10, deadline_seconds=20)
+                                  concurrency=concurrency, timeout_seconds=10, deadline_seconds=20, max_queued=traces + 1)
     judge = JudgeClient(settings, metrics=JudgeMetrics(registry))
     processor = AgentEvalProcessor(
-        evaluators=[TaskCompletion(judge)], registry=registry, workers=concurrency, settle_delay_seconds=0.0,
+        evaluators=[TaskCompletion(judge)], registry=registry, settle_delay_seconds=0.0, max_traces_per_second=0,
         max_evaluations_per_second=0, max_queued_evaluations=traces + 1, emit_spans=False, emit_logs=False,
     )
     provider = TracerProvider()
@@ -54,10 +55,13 @@ def run(server: FakeOpenAI, concurrency: int, traces: int) -> tuple[float, int, 
         agent.run(tracer, f"Weather in city {i}?", [Turn(tool_calls=[("get_weather", {"city": f"c{i}"})]), Turn(text=f"{i}C")])
     processor.force_flush(600_000)
     elapsed = time.perf_counter() - started
-    evaluated = int(registry.get_sample_value("agent_eval_traces_evaluated_total", {"agent": "weather"}) or 0)
+    evaluated = int(registry.get_sample_value("agent_eval_traces_judged_total", {"agent": "weather"}) or 0)
     processor.shutdown()
     judge.close()
-    return evaluated / elapsed, evaluated, server.request_count - before
+    requests = server.request_count - before
+    if evaluated != traces or requests != traces:
+        raise SystemExit(f"concurrency {concurrency}: {evaluated} of {traces} traces judged, {requests} requests")
+    return evaluated / elapsed, evaluated, requests
 
 
 def main() -> None:

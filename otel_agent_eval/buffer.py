@@ -17,7 +17,8 @@ total fits, ``buffer_full``; never the trace the new span belongs to) and
 alone would exceed ``max_bytes`` keeps what it has and further spans are dropped
 (``trace_too_large``): it is still evaluated, on a prefix, like a trace over
 ``max_spans_per_trace``; evicting it would lose it entirely and first empty the
-buffer for it.
+buffer for it. The completed trace says how many of its items were dropped
+(``CompletedTrace.dropped``), so its runs know they are cut and the judge is told.
 
 Byte estimate (``estimate_size``): computed once per item in ``add`` (the collector
 thread, never the app's hot path), O(number of attributes): a fixed cost per kind
@@ -141,6 +142,8 @@ class _Entry:
     root_ended_at: float | None = None
     bytes: int = 0
     """Sum of ``estimate_size`` of its spans and logs."""
+    dropped: int = 0
+    """Items refused as ``trace_too_large``: the evaluated run is a prefix."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,9 @@ class CompletedTrace:
     """``SpanRecord``s or SDK ``ReadableSpan``s, in arrival order."""
     reason: str
     logs: list[LogRecordData] = field(default_factory=list)
+    dropped: int = 0
+    """Spans and log records of this trace dropped as ``trace_too_large``: runs assembled
+    from it are cut (``AgentTrace.spans_dropped``)."""
 
 
 class TraceBuffer:
@@ -227,6 +233,7 @@ class TraceBuffer:
             self.max_bytes and entry.bytes + size > self.max_bytes
         ):
             self._on_drop("trace_too_large", 1)
+            entry.dropped += 1
             return None
         entry.last_seen = now
         return entry
@@ -280,7 +287,7 @@ class TraceBuffer:
         entry = self._entries.pop(trace_id)
         self.bytes -= entry.bytes
         self._remember_completed(trace_id)
-        return CompletedTrace(trace_id, entry.spans, reason, entry.logs)
+        return CompletedTrace(trace_id, entry.spans, reason, entry.logs, entry.dropped)
 
     def _remember_completed(self, trace_id: int) -> None:
         self._completed[trace_id] = None

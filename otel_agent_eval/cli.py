@@ -33,12 +33,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
     try:
         gates = [Gate.parse(g) for g in args.gate]
-        evaluators, _ = build_configured_evaluators(settings)
+        evaluators, judge = build_configured_evaluators(settings)
         records = read_files(args.files)
     except (OSError, ValueError, OTLPDecodeError) as exc:
         print(f"otel-agent-eval evaluate: {exc}", file=sys.stderr)
         return 2
-    report = evaluate_records(records, evaluators, gates)
+    try:
+        report = evaluate_records(records, evaluators, gates, judge_concurrency=judge.settings.concurrency if judge else 1)
+    finally:
+        if judge is not None:
+            judge.close()
     if args.format == "json":
         json.dump(to_json(report), sys.stdout, indent=2)
         print()

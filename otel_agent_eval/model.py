@@ -118,6 +118,9 @@ class AgentTrace(_Model):
     partial: bool = False
     """True when ``agent_span_id`` names a span that is not in the trace (dropped, sent to
     another replica by a ring change, still open at max age): the run is what was under it."""
+    spans_dropped: int = 0
+    """Spans of this trace the buffer dropped as ``trace_too_large`` (over ``max_spans_per_trace``
+    or ``max_bytes``): the run is the part that arrived first, its later steps may be missing."""
     issues: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Where the run came from: resource attributes (``service.name``, ``service.version``,
@@ -130,6 +133,11 @@ class AgentTrace(_Model):
     @property
     def tool_calls(self) -> list[ToolCall]:
         return [call for step in self.steps for call in step.tool_calls]
+
+    @property
+    def cut(self) -> bool:
+        """Part of the run is missing: its agent span, or spans dropped as too many."""
+        return self.partial or self.spans_dropped > 0
 
     @property
     def has_tool_failure(self) -> bool:

@@ -1,13 +1,16 @@
 """Offline evaluation of exported traces: files -> AgentTraces -> results -> report and gates.
 
-The same assembly and evaluators as the live pipeline, run synchronously: no
-threads, no sampling (every agent run is evaluated), no emission.
+The same assembly and evaluators as the live pipeline, without sampling (every
+agent run is evaluated) or emission. Deterministic evaluators run inline; judge
+evaluators (``needs_judge``) run on ``judge_concurrency`` threads, as many as
+the judge client lets be in flight (``OTEL_AGENT_EVAL_JUDGE_CONCURRENCY``).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,17 +90,21 @@ class Report:
         return failures
 
 
-def evaluate_records(records: Iterable[SpanRecord], evaluators: Sequence[Evaluator], gates: Sequence[Gate] = ()) -> Report:
+def evaluate_records(
+    records: Iterable[SpanRecord], evaluators: Sequence[Evaluator], gates: Sequence[Gate] = (), *, judge_concurrency: int = 1
+) -> Report:
+    """Every agent run through every evaluator; results per run in the evaluators' order."""
     records = list(records)
     trace_ids = {r.trace_id for r in records}
     agent_traces = flatten(stitch(assemble(records)))
     with_agent = {t.trace_id for t in agent_traces}
-    evaluated = []
-    for trace in agent_traces:
-        results: list[EvalResult] = []
-        for evaluator in evaluators:
-            results.extend(safe_evaluate(evaluator, trace)[0])
-        evaluated.append((trace, results))
+    pairs = [(trace, evaluator) for trace in agent_traces for evaluator in evaluators]
+    with ThreadPoolExecutor(max_workers=max(1, judge_concurrency), thread_name_prefix="otel-agent-eval-judge") as pool:
+        futures = {(id(t), id(e)): pool.submit(safe_evaluate, e, t) for t, e in pairs if e.needs_judge}
+        # the deterministic ones meanwhile, on this thread
+        outcomes = {(id(t), id(e)): safe_evaluate(e, t)[0] for t, e in pairs if not e.needs_judge}
+        outcomes.update({key: future.result()[0] for key, future in futures.items()})
+    evaluated = [(t, [r for e in evaluators for r in outcomes[id(t), id(e)]]) for t in agent_traces]
     return Report(evaluated, len(trace_ids), len(trace_ids) - len(with_agent), list(gates))
 
 

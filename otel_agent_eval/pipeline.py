@@ -1,8 +1,14 @@
 """The background half of the product: buffer -> assemble -> sample -> evaluate -> sinks.
 
 Threads: one *collector* thread drains the span intake into the TraceBuffer,
-completes traces, assembles and samples them, and watches the workers; N
-*worker* threads run the evaluators and hand results to the sinks.
+completes traces, assembles and samples them, and watches the workers. Two
+*stages* evaluate a sampled run, each with its own bounded queue, worker pool
+and drop reasons, so a slow or failing judge never holds back the rest:
+
+- ``deterministic``: ``workers`` threads run the evaluators that need no judge
+  and emit their results at once (the run's first evaluation span);
+- ``judge``: judge-concurrency threads run the ``needs_judge`` evaluators of the
+  runs the judge sample rate picks, and emit a second evaluation span.
 
 A hung evaluator cannot be killed in Python, so the collector acts as a
 watchdog: when an evaluator runs past its timeout, its job gets an ``error``
@@ -20,7 +26,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .assemble import assemble
 from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
@@ -28,11 +34,15 @@ from .config import Settings
 from .conversations import ConversationStore
 from .dialects import is_genai
 from .evaluators.base import Evaluator, safe_evaluate
+from .isolation import is_evaluator_telemetry
 from .model import AgentTrace, EvalResult
 from .logs import join_log_records
 from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
-from .sampling import AdmissionRate, Sampler
-from .stats import LogOnce, PipelineStats
+from .sampling import AdmissionRate, Sampler, trace_id_sampled
+from .stats import LabelledCounts, LogOnce, PipelineStats
+
+if TYPE_CHECKING:
+    from .evaluators.judge.settings import JudgeSettings
 
 _logger = logging.getLogger("otel_agent_eval")
 
@@ -42,15 +52,23 @@ REJECTED_MEMORY = 10
 """Rejected trace ids remembered per generation, in multiples of ``max_buffered_traces``."""
 
 
+Phase = Literal["deterministic", "judge"]
+
+
 @dataclass
 class EvaluatedTrace:
-    """What sinks receive: one agent trace, its results, and how long each evaluator took."""
+    """What sinks receive: one agent trace, one phase's results, and how long each evaluator took.
+
+    A run is emitted once per phase: ``deterministic`` as soon as those
+    evaluators are done, ``judge`` when the judge evaluators are (if sampled).
+    """
 
     trace: AgentTrace
     results: list[EvalResult]
     durations: dict[str, float]
     started_ns: int
     ended_ns: int
+    phase: Phase = "deterministic"
 
 
 class Sink(Protocol):
@@ -68,14 +86,33 @@ class _Job:
     started_ns: int = field(default_factory=time.time_ns)
 
 
+class _Stage:
+    """One queue and its worker pool: the evaluators of a phase, with their own bounds and drop reasons."""
+
+    def __init__(self, phase: Phase, evaluators: list[Evaluator], workers: int, max_queued: int,
+                 lock: threading.Lock, drop_prefix: str) -> None:
+        self.phase = phase
+        self.evaluators = evaluators
+        self.size = workers
+        self.max_queued = max_queued
+        self.queue_full = f"{drop_prefix}queue_full"
+        self.shutdown = f"{drop_prefix}shutdown"
+        self.queue: deque[_Job] = deque()
+        self.work_ready = threading.Condition(lock)
+        self.workers: list[_Worker] = []
+        self.busy = 0
+
+
 class _Worker:
-    def __init__(self, pipeline: Pipeline, number: int) -> None:
+    def __init__(self, pipeline: Pipeline, stage: _Stage, number: int) -> None:
         self.pipeline = pipeline
+        self.stage = stage
         self.abandoned = False
         self.job: _Job | None = None
         """The job this worker holds until it hands the results to the sinks."""
         self.current: tuple[_Job, int, float] | None = None
-        self.thread = threading.Thread(target=pipeline._work, args=(self,), name=f"otel-agent-eval-worker-{number}", daemon=True)
+        prefix = "judge-" if stage.phase == "judge" else ""
+        self.thread = threading.Thread(target=pipeline._work, args=(self,), name=f"otel-agent-eval-{prefix}worker-{number}", daemon=True)
 
 
 def _trace_id_of(item: Any) -> int | None:
@@ -93,8 +130,24 @@ def flatten(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
     return out
 
 
+def _judge_settings_of(evaluators: Sequence[Evaluator]) -> JudgeSettings:
+    """The judge client's settings of the first judge evaluator that has one, else the defaults."""
+    from .evaluators.judge.settings import JudgeSettings
+
+    for evaluator in evaluators:
+        settings = getattr(getattr(evaluator, "judge", None), "settings", None)
+        if isinstance(settings, JudgeSettings):
+            return settings
+    return JudgeSettings()
+
+
 class Pipeline:
-    """Owns the intake, the buffer, the queue and the threads. Start with ``start()``."""
+    """Owns the intake, the buffer, the stages' queues and the threads. Start with ``start()``.
+
+    ``judge_settings`` sizes the judge stage (``concurrency`` workers,
+    ``max_queued`` runs, ``sample_rate``); by default, those of the judge
+    evaluators' client.
+    """
 
     def __init__(
         self,
@@ -105,9 +158,12 @@ class Pipeline:
         stats: PipelineStats | None = None,
         agent_label: Callable[[str], str] = lambda agent: agent,
         clock: Callable[[], float] = time.monotonic,
+        judge_settings: JudgeSettings | None = None,
     ) -> None:
         self.settings = settings
         self.evaluators = list(evaluators)
+        judging = [e for e in self.evaluators if e.needs_judge]
+        self.judge_settings = judge_settings if judge_settings is not None or not judging else _judge_settings_of(judging)
         self.sinks = list(sinks)
         self.stats = stats or PipelineStats()
         self.agent_label = agent_label
@@ -143,14 +199,17 @@ class Pipeline:
         self.rejected_traces: dict[int, None] = {}
         """Trace ids rejected on arrival, so their later spans are too (see ``admit``)."""
         self.rejected_earlier: dict[int, None] = {}
-        self._queue: deque[_Job] = deque()
         self._lock = threading.Lock()
-        self._work_ready = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
+        self._stage = _Stage("deterministic", [e for e in self.evaluators if not e.needs_judge], s.workers,
+                             s.max_queued_evaluations, self._lock, "")
+        judge = self.judge_settings
+        self._judge_stage = _Stage("judge", [e for e in self.evaluators if e.needs_judge],
+                                   judge.concurrency if judge else 1, judge.max_queued if judge else 1, self._lock, "judge_")
+        self._stages = (self._stage, self._judge_stage)
+        self._queue = self._stage.queue
         self._wake = threading.Event()
         self._flush_requests: deque[threading.Event] = deque()
-        self._busy_workers = 0
-        self._workers: list[_Worker] = []
         self._abandoned = 0
         self._worker_numbers = 0
         self._stopping = False
@@ -166,8 +225,9 @@ class Pipeline:
         self._collector = threading.Thread(target=self._collect, name="otel-agent-eval-collector", daemon=True)
         self._collector.start()
         with self._lock:
-            for _ in range(self.settings.workers):
-                self._spawn_worker()
+            for stage in self._stages:
+                for _ in range(stage.size if stage.evaluators else 0):
+                    self._spawn_worker(stage)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Complete every buffered trace now and wait until its evaluation is emitted."""
@@ -180,7 +240,7 @@ class Pipeline:
         if not done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
             return False
         with self._lock:
-            while self._queue or self._busy_workers:
+            while any(stage.queue or stage.busy for stage in self._stages):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -191,7 +251,8 @@ class Pipeline:
         """Evaluate what is pending (within ``timeout``), then stop the threads.
 
         Whatever could not be evaluated in time (still buffered, in the intake, or
-        queued) is counted as dropped with reason ``shutdown``, per trace.
+        queued) is counted as dropped with reason ``shutdown``, per trace; judge
+        evaluations queued or running as ``judge_shutdown``, per run.
         """
         if self._stopping:
             return True
@@ -202,13 +263,10 @@ class Pipeline:
         if self._collector is not None and self._collector is not threading.current_thread():
             self._collector.join(timeout=1.0)  # it enqueues nothing after this
         with self._lock:
-            lost = len(self._queue)
-            self._queue.clear()
-            for worker in self._workers:  # jobs still being evaluated when the deadline passed
-                if worker.job is not None and not worker.abandoned:
-                    worker.abandoned = True  # its late results are discarded
-                    lost += 1
-            self._work_ready.notify_all()
+            lost_by_stage = [self._abandon_stage(stage) for stage in self._stages]
+        if lost_by_stage[1]:
+            self.stats.dropped.inc(self._judge_stage.shutdown, amount=lost_by_stage[1])
+        lost = lost_by_stage[0]
         try:
             buffered = set(self.buffer.trace_ids())
             lost += len(buffered) + len({_trace_id_of(item) for item in list(self.intake)} - buffered)
@@ -218,20 +276,35 @@ class Pipeline:
             self.stats.dropped.inc("shutdown", amount=lost)
         return flushed
 
+    def _abandon_stage(self, stage: _Stage) -> int:
+        """Under the lock: clear a stage's queue and abandon its busy workers; how many runs were lost."""
+        lost = len(stage.queue)
+        stage.queue.clear()
+        for worker in stage.workers:  # jobs still being evaluated when the deadline passed
+            if worker.job is not None and not worker.abandoned:
+                worker.abandoned = True  # its late results are discarded
+                lost += 1
+        stage.work_ready.notify_all()
+        return lost
+
     @property
     def alive(self) -> bool:
         """True while the collector thread runs (health checks)."""
         return self._collector is not None and self._collector.is_alive() and not self._stopping
 
     # -- intake (any thread) ---------------------------------------------------
-    def admit(self, trace_id: int) -> bool:
-        """The first GenAI span of a trace not yet kept: keep its trace, or reject it for good. O(1).
+    def admit(self, trace_id: int, *, log: bool = False) -> bool:
+        """The first GenAI span (or ``log`` record) of a trace not yet kept: keep its trace, or reject it. O(1).
 
         Rejected ids are remembered in two generations of ``max_buffered_traces x
         REJECTED_MEMORY`` ids each; a trace that outlives both is decided again by
         the same trace-id rule, which only disagrees if the ratio rose meanwhile.
+        Evaluator-made telemetry (``isolation.py``) is dropped here, item by item.
         """
         if trace_id in self.rejected_traces or trace_id in self.rejected_earlier:
+            return False
+        if is_evaluator_telemetry(trace_id):
+            (self.stats.log_records_dropped if log else self.stats.spans_dropped).inc("evaluator_telemetry")
             return False
         if not self.admission.admits(trace_id):
             self.rejected_traces[trace_id] = None
@@ -254,7 +327,7 @@ class Pipeline:
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
             return
-        if log.trace_id is not None and log.trace_id not in self.active_traces and not self.admit(log.trace_id):
+        if log.trace_id is not None and log.trace_id not in self.active_traces and not self.admit(log.trace_id, log=True):
             return
         self.intake.append(log)
         self.stats.log_records_kept.inc()
@@ -308,9 +381,13 @@ class Pipeline:
             self.active_traces = dict.fromkeys(t for t in list(self.active_traces) if t in self.buffer)
         self.stats.buffered_traces = len(self.buffer)
         self.stats.buffered_bytes = self.buffer.bytes
-        self.stats.queue_depth = len(self._queue)
+        self._publish_depths()
         for done in flushes:
             done.set()
+
+    def _publish_depths(self) -> None:
+        self.stats.queue_depth = len(self._stage.queue)
+        self.stats.judge_queue_depth = len(self._judge_stage.queue)
 
     def _adapt_admission(self, now: float) -> None:
         stats = self.stats
@@ -357,6 +434,8 @@ class Pipeline:
             if self.settings.max_conversations:
                 runs = [self.conversations.attach(run) for run in runs]
             agent_traces = flatten(runs)
+            for run in agent_traces if completed.dropped else ():
+                run.spans_dropped = completed.dropped  # the judge is told, and skips what it cannot see
         except Exception:
             self.stats.processor_errors.inc()
             self.stats.dropped.inc("assembly_error")
@@ -370,76 +449,87 @@ class Pipeline:
             self.stats.agent_traces.inc(agent)
             decision = self.sampler.decide(trace)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
-            if decision.sampled:
-                self._enqueue(_Job(trace))
-
-    def _enqueue(self, job: _Job, front: bool = False) -> None:
-        with self._lock:
-            if front:
-                self._queue.appendleft(job)
+            if not decision.sampled:
+                continue
+            if self._stage.evaluators:
+                self._enqueue(self._stage, _Job(trace))
             else:
-                if len(self._queue) >= self.settings.max_queued_evaluations:
-                    self._queue.popleft()
-                    self.stats.dropped.inc("queue_full")
-                self._queue.append(job)
-            self._work_ready.notify()
+                self.stats.traces_evaluated.inc(agent)  # nothing deterministic to run: that phase is done
+            if self._judge_stage.evaluators and self.judge_settings is not None:
+                judged = trace_id_sampled(int(trace.trace_id, 16), self.judge_settings.sample_rate)
+                self.stats.judge_sampling.inc("sampled" if judged else "not_sampled")
+                if judged:
+                    self._enqueue(self._judge_stage, _Job(trace))
+
+    def _enqueue(self, stage: _Stage, job: _Job) -> None:
+        with self._lock:
+            if len(stage.queue) >= stage.max_queued:
+                stage.queue.popleft()
+                self.stats.dropped.inc(stage.queue_full)
+            stage.queue.append(job)
+            stage.work_ready.notify()
 
     def _watch_workers(self) -> None:
         now = time.monotonic()
         timeout = self.settings.evaluator_timeout_seconds
         with self._lock:
-            for worker in list(self._workers):
-                current = worker.current
-                if current is None or now - current[2] < timeout:
-                    continue
-                job, index, _ = current
-                evaluator = self.evaluators[index]
-                worker.abandoned = True
-                worker.current = None
-                worker.job = None  # goes back to the queue below
-                self._workers.remove(worker)
-                self._busy_workers -= 1
-                self._abandoned += 1
-                self.stats.evaluator_errors.inc(evaluator.name, "timeout")
-                job.results.extend(
-                    [evaluator.error(job.trace, f"{evaluator.name} ran longer than {timeout:g}s; abandoned", "timeout")]
-                )
-                job.durations[evaluator.name] = now - current[2]
-                job.next_index = index + 1
-                self._queue.appendleft(job)
-                if self._abandoned > MAX_ABANDONED_WORKERS:
-                    self.log_once("abandoned", "otel-agent-eval: %d evaluator threads are stuck", self._abandoned)
-                self._spawn_worker()
-                self._work_ready.notify()
+            for stage in self._stages:
+                for worker in list(stage.workers):
+                    current = worker.current
+                    if current is not None and now - current[2] >= timeout:
+                        self._replace_stuck(stage, worker, current, now, timeout)
 
-    def _spawn_worker(self) -> None:
+    def _replace_stuck(self, stage: _Stage, worker: _Worker, current: tuple[_Job, int, float], now: float,
+                       timeout: float) -> None:
+        """Under the lock: time out the evaluator, requeue its job at the front, start a fresh worker."""
+        job, index, _ = current
+        evaluator = stage.evaluators[index]
+        worker.abandoned = True
+        worker.current = None
+        worker.job = None  # goes back to the queue below
+        stage.workers.remove(worker)
+        stage.busy -= 1
+        self._abandoned += 1
+        self.stats.evaluator_errors.inc(evaluator.name, "timeout")
+        job.results.append(evaluator.error(job.trace, f"{evaluator.name} ran longer than {timeout:g}s; abandoned", "timeout"))
+        job.durations[evaluator.name] = now - current[2]
+        job.next_index = index + 1
+        stage.queue.appendleft(job)
+        if self._abandoned > MAX_ABANDONED_WORKERS:
+            self.log_once("abandoned", "otel-agent-eval: %d evaluator threads are stuck", self._abandoned)
+        self._spawn_worker(stage)
+        stage.work_ready.notify()
+
+    def _spawn_worker(self, stage: _Stage) -> None:
         self._worker_numbers += 1
-        worker = _Worker(self, self._worker_numbers)
-        self._workers.append(worker)
+        worker = _Worker(self, stage, self._worker_numbers)
+        stage.workers.append(worker)
         worker.thread.start()
 
     # -- worker threads --------------------------------------------------------
     def _work(self, worker: _Worker) -> None:
+        stage = worker.stage
         while True:
             with self._lock:
-                while not self._queue and not self._stopping and not worker.abandoned:
-                    self._work_ready.wait()
+                while not stage.queue and not self._stopping and not worker.abandoned:
+                    stage.work_ready.wait()
                 if self._stopping or worker.abandoned:
                     return
-                job = worker.job = self._queue.popleft()
-                self._busy_workers += 1
-                self.stats.queue_depth = len(self._queue)
+                job = worker.job = stage.queue.popleft()
+                stage.busy += 1
+                self._publish_depths()
             self._run_job(worker, job)
             with self._lock:
                 if worker.abandoned:
                     return
-                self._busy_workers -= 1
+                stage.busy -= 1
                 self._idle.notify_all()
 
     def _run_job(self, worker: _Worker, job: _Job) -> None:
-        while job.next_index < len(self.evaluators):
+        evaluators = worker.stage.evaluators
+        while job.next_index < len(evaluators):
             index = job.next_index
-            evaluator = self.evaluators[index]
+            evaluator = evaluators[index]
             started = time.monotonic()
             with self._lock:
                 if worker.abandoned:
@@ -457,7 +547,7 @@ class Pipeline:
             if worker.abandoned:
                 return  # shutdown gave up on this job and counted it
             worker.job = None  # from here on the job is emitted, not lost
-        self._emit(job)
+        self._emit(job, worker.stage.phase)
 
     def _evaluate_one(self, evaluator: Evaluator, trace: AgentTrace) -> list[EvalResult]:
         results, failed = safe_evaluate(evaluator, trace)
@@ -465,9 +555,10 @@ class Pipeline:
             self.stats.evaluator_errors.inc(evaluator.name, "exception")
         return results
 
-    def _emit(self, job: _Job) -> None:
-        evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns())
-        self.stats.traces_evaluated.inc(self.agent_label(job.trace.agent_name))
+    def _emit(self, job: _Job, phase: Phase) -> None:
+        evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns(), phase)
+        counts: LabelledCounts = self.stats.traces_evaluated if phase == "deterministic" else self.stats.traces_judged
+        counts.inc(self.agent_label(job.trace.agent_name))
         for sink in self.sinks:
             try:
                 sink.emit(evaluated)

@@ -11,11 +11,13 @@ background threads.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry._logs import LoggerProvider
+from opentelemetry._logs import LoggerProvider, NoOpLoggerProvider, get_logger_provider
+from opentelemetry._logs._internal import ProxyLoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry, start_http_server
@@ -30,6 +32,7 @@ from .sinks.prometheus import PrometheusSink
 from .stats import AgentLabels, PipelineStats
 
 _GENAI_MARKERS = frozenset(GENAI_MARKERS)
+_logger = logging.getLogger("otel_agent_eval")
 
 
 class AgentEvalProcessor(SpanProcessor):
@@ -40,8 +43,11 @@ class AgentEvalProcessor(SpanProcessor):
     any ``Settings`` field) override them. Evaluation spans and log records go
     to ``tracer_provider`` / ``logger_provider`` (default: the global ones);
     metrics to ``registry`` (default: a private registry, served on
-    ``prometheus_port`` when set). When a judge is configured
-    (``OTEL_AGENT_EVAL_JUDGE_*``), the LLM-judge evaluators run too.
+    ``prometheus_port`` when set); when none of them can show anything, the
+    processor says so once, at startup. When a judge is configured
+    (``OTEL_AGENT_EVAL_JUDGE_*``), the LLM-judge evaluators run too; their
+    requests are spans on ``judge_tracer_provider`` when given, else not traced.
+    Nothing an evaluator does is ever evaluated (``isolation.py``).
     """
 
     def __init__(
@@ -52,6 +58,7 @@ class AgentEvalProcessor(SpanProcessor):
         tracer_provider: trace.TracerProvider | None = None,
         logger_provider: LoggerProvider | None = None,
         registry: CollectorRegistry | None = None,
+        judge_tracer_provider: trace.TracerProvider | None = None,
         settings: Settings | None = None,
         env: Mapping[str, str] | None = None,
         **overrides: Any,
@@ -64,7 +71,7 @@ class AgentEvalProcessor(SpanProcessor):
             self.evaluators = list(evaluators)
         else:
             self.evaluators, self.judge = build_configured_evaluators(
-                s, list(expectations or ()), registry=self.registry, env=env
+                s, list(expectations or ()), registry=self.registry, env=env, judge_tracer_provider=judge_tracer_provider
             )
         self.stats = PipelineStats()
         agent_label = AgentLabels(s.max_agent_labels)
@@ -77,6 +84,12 @@ class AgentEvalProcessor(SpanProcessor):
         if s.prometheus_port is not None:
             self._metrics_server, _ = start_http_server(s.prometheus_port, addr=s.prometheus_host, registry=self.registry)
             self.metrics_port = self._metrics_server.server_port
+        if _results_go_nowhere(s, tracer_provider, logger_provider, registry):
+            _logger.warning(
+                "otel-agent-eval: evaluation results have nowhere to go: no tracer or logger provider was given and the "
+                "global ones are not set, and no prometheus_port. Use install(provider, ...) or pass tracer_provider=, "
+                "logger_provider= or prometheus_port= (see the README, 'Use it in your app')."
+            )
         self._count_received = self.stats.spans_received.incrementer()
         self.pipeline.start()
 
@@ -131,6 +144,17 @@ class AgentEvalProcessor(SpanProcessor):
         return self.pipeline.flush(timeout_millis / 1000.0)
 
 
+def _results_go_nowhere(
+    s: Settings, tracer_provider: Any, logger_provider: Any, registry: CollectorRegistry | None
+) -> bool:
+    """True when no sink can show a result: spans and logs off or on the API's no-op providers, metrics unserved."""
+    spans = s.emit_spans and not isinstance(
+        tracer_provider or trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    )
+    logs = s.emit_logs and not isinstance(logger_provider or get_logger_provider(), (ProxyLoggerProvider, NoOpLoggerProvider))
+    return not (spans or logs or registry is not None or s.prometheus_port is not None)
+
+
 def install(
     tracer_provider: Any, logger_provider: Any | None = None, **kwargs: Any
 ) -> AgentEvalProcessor:
@@ -138,7 +162,8 @@ def install(
     processor to ``logger_provider`` (for content recorded as log events).
 
     Evaluation spans and log records are emitted through the same providers
-    unless ``kwargs`` name others. Returns the processor (keep it for shutdown).
+    unless ``kwargs`` name others (``judge_tracer_provider=`` for the judge's own
+    request spans). Returns the processor (keep it for shutdown).
     """
     kwargs.setdefault("tracer_provider", tracer_provider)
     if logger_provider is not None:

@@ -72,6 +72,7 @@ from .pipeline import Pipeline
 from .logs import OWN_EVENTS, event_name_of, is_genai_content
 from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
+from .sinks.otlp_export import CountingExporter, ExportTally, emitted_counters
 from .sinks.prometheus import PrometheusSink
 from .stats import AgentLabels, AtomicCounter, LabelledCounts, PipelineStats
 
@@ -176,8 +177,11 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily("agent_eval_server_ready", "1 when the server accepts data", value=1 if self.server.ready()[0] else 0)
 
 
-def _otlp_providers(options: ServeOptions, settings: Settings) -> tuple[Any, Any]:
-    """TracerProvider and LoggerProvider exporting over OTLP, or (None, None) when no endpoint is configured."""
+def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTally) -> tuple[Any, Any]:
+    """TracerProvider and LoggerProvider exporting over OTLP, or (None, None) when no endpoint is configured.
+
+    Their exporters are wrapped to count what they fail to send (``tally``).
+    """
     env = os.environ
     endpoint = options.export_endpoint
     wants_traces = settings.emit_spans and env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
@@ -212,12 +216,17 @@ def _otlp_providers(options: ServeOptions, settings: Settings) -> tuple[Any, Any
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
     tracer_provider = logger_provider = None
+    emitted_spans, emitted_logs = emitted_counters(tally)
     if wants_traces:
         tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(**span_kwargs)))
+        tracer_provider.add_span_processor(emitted_spans)
+        exporter = CountingExporter(OTLPSpanExporter(**span_kwargs), "spans", tally)
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
     if wants_logs:
         logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(**log_kwargs)))
+        logger_provider.add_log_record_processor(emitted_logs)
+        log_exporter = CountingExporter(OTLPLogExporter(**log_kwargs), "log_records", tally)
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))  # type: ignore[arg-type]
     return tracer_provider, logger_provider
 
 
@@ -244,8 +253,9 @@ class EvalServer:
         self.server_stats = ServerStats()
         agent_label = AgentLabels(s.max_agent_labels)
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.export_tally = ExportTally(on_failure=lambda n: self.stats.sink_errors.inc("otlp", amount=n))
         if tracer_provider is None and logger_provider is None:
-            tracer_provider, logger_provider = _otlp_providers(self.options, s)
+            tracer_provider, logger_provider = _otlp_providers(self.options, s, self.export_tally)
             self._own_providers = [p for p in (tracer_provider, logger_provider) if p is not None]
         else:
             self._own_providers = []
@@ -299,7 +309,7 @@ class EvalServer:
         self._draining = True
         before_evaluated = self.stats.traces_evaluated.total()
         at_stop = {"buffered_traces": self.stats.buffered_traces, "intake_spans": len(self.pipeline.intake),
-                   "queued_evaluations": self.stats.queue_depth}
+                   "queued_evaluations": self.stats.queue_depth, "queued_judge_evaluations": self.stats.judge_queue_depth}
         if self._grpc is not None:
             self._grpc.stop(grace=min(2.0, drain)).wait(min(2.0, drain) + 1)
         if self._http is not None:
@@ -309,21 +319,23 @@ class EvalServer:
         flushed = self.pipeline.shutdown(timeout=max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
         if self.judge is not None:
             self.judge.close()
-        exported = True
         for provider in self._own_providers:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-            exported = provider.force_flush(remaining_ms) and exported
+            provider.force_flush(remaining_ms)  # True whatever the exporter did: the tally says what was sent
             provider.shutdown()
+        not_exported = self.export_tally.not_exported()
         if self._admin is not None:
             self._admin.shutdown()
             self._admin.server_close()
         return {
             "drained": bool(flushed),
-            "exported": bool(exported),
+            "exported": not any(not_exported.values()),
+            "not_exported": not_exported,
             "at_stop": at_stop,
             "evaluated_during_drain": self.stats.traces_evaluated.total() - before_evaluated,
             "traces_evaluated": self.stats.traces_evaluated.total(),
             "dropped_shutdown": self.stats.dropped.get("shutdown"),
+            "judge_dropped_shutdown": self.stats.dropped.get("judge_shutdown"),
             "spans_received": self.stats.spans_received.value,
         }
 

@@ -129,11 +129,24 @@ def test_a_trace_bigger_than_the_budget_keeps_its_prefix_and_drops_further_spans
     assert drops == [("buffer_full", 1)] + [("trace_too_large", 1)] * 7
     assert buf.bytes == 3 * one <= buf.max_bytes
     assert [r.span_id for r in buf._entries[1].spans] == [10, 11, 12]  # evaluated on its prefix when complete
+    assert buf._entries[1].dropped == 7  # and the completed trace says so (CompletedTrace.dropped)
     put(buf, record(2, 20, "x" * 10))  # other traces still get in
     assert buf.trace_ids() == [1, 2]
     put(buf, record(2, 21, "x" * 1000))  # and when they need the room, the big (oldest) trace goes
     assert buf.trace_ids() == [2] and drops[-1] == ("buffer_full", 3)
     assert buf.bytes == sum(estimate_size(r) for r in buf._entries[2].spans)
+
+
+def test_a_completed_trace_says_how_many_of_its_spans_were_dropped() -> None:
+    drops: Drops = []
+    buf = TraceBuffer(settle_delay=0.0, idle_timeout=30.0, max_age=300.0, max_traces=10, max_spans_per_trace=3,
+                      on_drop=lambda reason, n: drops.append((reason, n)))
+    for span_id in range(10, 15):
+        put(buf, record(1, span_id))
+    put(buf, record(2, 20))
+    done = {c.trace_id: c for c in buf.pop_all("flush")}
+    assert (len(done[1].spans), done[1].dropped) == (3, 2) and done[2].dropped == 0
+    assert drops == [("trace_too_large", 1)] * 2
 
 
 def test_a_single_span_bigger_than_the_budget_is_dropped_without_an_entry() -> None:

@@ -55,6 +55,20 @@ CONTRACT_METRICS: dict[str, str] = {
     "agent_eval_judge_budget_remaining_ratio": "gauge",
 }
 
+# Labels of the evaluation metrics (otel_agent_eval/sinks/prometheus.py): an agent
+# name is unique only within its service, so whatever groups by agent groups by
+# service too. `reason` is empty for pass and fail, a short code for skipped and error.
+CONTRACT_LABELS: dict[str, set[str]] = {
+    "agent_eval_results_total": {"evaluator", "agent", "service", "outcome", "reason"},
+    "agent_eval_score": {"evaluator", "agent", "service"},
+    "agent_eval_agent_traces_total": {"agent", "service"},
+    "agent_eval_traces_evaluated_total": {"agent", "service"},
+}
+
+# Recording rules keep these labels (the level of `level:metric:operations`).
+RECORDING_LEVEL = "service_agent_evaluator"
+RECORDED_LABELS = {"service", "agent", "evaluator"}
+
 # The judge's metrics: exported only when a judge is configured (OTEL_AGENT_EVAL_JUDGE_MODEL).
 JUDGE_METRICS = {name for name in CONTRACT_METRICS if name.startswith("agent_eval_judge_")}
 
@@ -65,6 +79,8 @@ TEMPLATE_VALUES = {
     "$__range": "1h",
     "${datasource}": "prometheus",
     "$datasource": "prometheus",
+    "${service}": ".*",
+    "$service": ".*",
     "${agent}": ".*",
     "$agent": ".*",
     "${evaluator}": ".*",
@@ -225,10 +241,56 @@ def test_every_contract_metric_is_used() -> None:
 def test_recording_rules_follow_naming_convention() -> None:
     for name in recorded_names():
         level, metric, ops = name.split(":")
-        assert level == "evaluator_agent" and metric.startswith("agent_eval_") and ops, name
+        assert level == RECORDING_LEVEL and metric.startswith("agent_eval_") and ops, name
     for window in ("5m", "1h", "1d"):
-        assert f"evaluator_agent:agent_eval_pass_ratio:rate{window}" in recorded_names()
-        assert f"evaluator_agent:agent_eval_score_mean:rate{window}" in recorded_names()
+        assert f"{RECORDING_LEVEL}:agent_eval_pass_ratio:rate{window}" in recorded_names()
+        assert f"{RECORDING_LEVEL}:agent_eval_score_mean:rate{window}" in recorded_names()
+    for window in ("1h", "7d"):
+        for bound in ("lower", "upper"):
+            assert f"{RECORDING_LEVEL}:agent_eval_pass_ratio_wilson_{bound}:rate{window}" in recorded_names()
+
+
+def _grouping_labels(expr: str) -> list[set[str]]:
+    """The label lists of every by/on/without/ignoring clause of an expression."""
+    return [
+        {label.strip() for label in m.group(1).split(",") if label.strip()}
+        for m in re.finditer(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr)
+    ]
+
+
+def test_whatever_groups_by_agent_groups_by_service() -> None:
+    """Issue 13: agents of different services that share a name are never merged (variables list names)."""
+    exprs = [(w, e) for w, e in dashboard_expressions() if ": variable " not in w]
+    exprs += [(w, e) for w, e, _ in rule_expressions()]
+    offenders = [
+        f"{where}: {sorted(labels)}"
+        for where, expr in exprs
+        for labels in _grouping_labels(expr)
+        if "agent" in labels and "service" not in labels
+    ]
+    assert not offenders, "groups by agent without service:\n" + "\n".join(offenders)
+
+
+def test_grouping_labels_exist_on_the_metrics() -> None:
+    """by/on labels over the evaluation metrics are labels those metrics (or the recorded series) carry."""
+    recorded = recorded_names()
+    exprs = [(w, e) for w, e in dashboard_expressions()] + [(w, e) for w, e, _ in rule_expressions()]
+    checked = 0
+    for where, expr in exprs:
+        available: set[str] = {"le"}
+        for name in metric_names(substitute(expr)):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if name in recorded:
+                available |= RECORDED_LABELS
+            elif name in CONTRACT_LABELS or base in CONTRACT_LABELS:
+                available |= CONTRACT_LABELS.get(name) or CONTRACT_LABELS[base]
+            else:
+                break  # reads a metric whose labels are not listed here: not checked
+        else:
+            checked += 1
+            for labels in _grouping_labels(expr):
+                assert labels <= available, f"{where}: {sorted(labels - available)} not on the metrics it reads"
+    assert checked >= 10
 
 
 def test_alerts_have_severity_annotations_and_runbook() -> None:
@@ -245,9 +307,21 @@ def test_alerts_have_severity_annotations_and_runbook() -> None:
         assert alert["alert"].lower() in anchors, f"no runbook anchor for {alert['alert']} in deploy/README.md"
 
 
-def test_score_drop_constants_are_visible() -> None:
-    drop = next(r for r in rules() if r.get("alert") == "AgentEvalScoreDrop")
-    assert "- 0.10)" in drop["expr"] and ">= 50" in drop["expr"]
+def test_score_drop_tunables_are_threshold_rules() -> None:
+    """AgentEvalScoreDrop compares Wilson bounds and reads its tunables from recording rules."""
+    by_name = {r.get("record") or r.get("alert"): r for r in rules()}
+    effect = by_name[f"{RECORDING_LEVEL}:agent_eval_score_drop_min_effect:threshold"]["expr"]
+    judged = by_name[f"{RECORDING_LEVEL}:agent_eval_score_drop_min_judged:threshold"]["expr"]
+    assert effect.strip().endswith("* 0 + 0.05") and judged.strip().endswith("* 0 + 30")
+    drop = by_name["AgentEvalScoreDrop"]["expr"]
+    for series in (
+        "agent_eval_pass_ratio_wilson_upper:rate1h",
+        "agent_eval_pass_ratio_wilson_lower:rate7d",
+        "agent_eval_score_drop_min_effect:threshold",
+        "agent_eval_score_drop_min_judged:threshold",
+    ):
+        assert f"{RECORDING_LEVEL}:{series}" in drop, series
+    assert "0.10" not in drop and "50" not in drop
 
 
 def test_dashboards_use_template_variables() -> None:
@@ -255,7 +329,8 @@ def test_dashboards_use_template_variables() -> None:
     assert set(models) == {"agent-eval-overview.json", "agent-eval-agent.json", "agent-eval-pipeline.json"}
     for name, model in models.items():
         variables = {v["name"]: v for v in model["templating"]["list"]}
-        assert {"datasource", "agent", "evaluator"} <= set(variables), name
+        assert {"datasource", "service", "agent", "evaluator"} <= set(variables), name
+        assert "$service" in variables["agent"]["query"], f"{name}: agents are listed within the services"
         assert variables["datasource"]["type"] == "datasource"
         ids = [p["id"] for p in _panels(model)]
         assert len(ids) == len(set(ids)), f"{name}: duplicate panel ids"
@@ -290,3 +365,32 @@ def test_pipeline_dashboard_shows_every_judge_metric() -> None:
     for name in JUDGE_METRICS:
         kind = CONTRACT_METRICS[name]
         assert (f"{name}_bucket" if kind == "histogram" else name) in used, f"{name} not on the pipeline dashboard"
+
+
+def test_drill_down_draws_the_hours_bounds_as_a_band() -> None:
+    """A panel per agent and evaluator fills from the hour's upper bound down to its lower bound."""
+    model = dashboards()["agent-eval-agent.json"]
+    banded = []
+    for panel in _panels(model):
+        legends = {t.get("legendFormat"): t["expr"] for t in panel.get("targets", [])}
+        for override in panel.get("fieldConfig", {}).get("overrides", []):
+            props = {p["id"]: p["value"] for p in override["properties"]}
+            if "custom.fillBelowTo" in props:
+                upper, lower = override["matcher"]["options"], props["custom.fillBelowTo"]
+                assert "_wilson_upper:rate1h" in legends[upper], panel["title"]
+                assert "_wilson_lower:rate1h" in legends[lower], panel["title"]
+                banded.append(panel)
+    assert len(banded) == 1
+    assert banded[0]["repeat"] == "evaluator"
+    rows = [p for p in model["panels"] if p["type"] == "row" and p.get("repeat") == "agent"]
+    assert rows, "the band panels repeat per agent"
+
+
+def test_pass_rate_panels_say_what_a_pass_means() -> None:
+    """Every panel showing a pass rate says that a pass means the expectation was met."""
+    for name, model in dashboards().items():
+        for panel in _panels(model):
+            exprs = " ".join(t["expr"] for t in panel.get("targets", []))
+            if "pass_ratio" in exprs or 'outcome="pass"' in exprs:
+                assert "expectation was met" in panel["description"], f"{name}: {panel['title']}"
+                assert "excluded" in panel["description"], f"{name}: {panel['title']}"

@@ -6,7 +6,7 @@ loaded, all groups at 1s) on free 127.0.0.1 ports, then runs every PromQL expres
 /api/v1/query: each must be valid, and the core ones must return data.
 
 The demo runs with LLM-judge evaluators against the local fake OpenAI-compatible
-server (tests/fake_openai_server.py) in this process: a price (cost), a small
+server (tests/openai_server.py) in this process: a price (cost), a small
 token budget (spent within seconds: budget skips, remaining ratio 0) and an
 unusable answer to every third request (judge errors), so every judge series has
 data too. Without the ``judge`` extra (openai) the demo runs without a judge and
@@ -35,8 +35,9 @@ from typing import Any
 
 import pytest
 
-from fake_openai_server import FakeOpenAI, answer
+from tests.openai_server import FakeOpenAI, answer
 from test_deploy_assets import (
+    CONTRACT_LABELS,
     CONTRACT_METRICS,
     JUDGE_METRICS,
     RULES_FILE,
@@ -278,6 +279,23 @@ def test_live_metrics_match_the_contract(stack: Stack) -> None:
         if types.get(name) != kind and types.get(base) != kind:
             missing.append(f"{name} ({kind})")
     assert not missing, "contract metrics missing from /metrics: " + ", ".join(missing)
+    unknown = sorted(
+        f"{name}: {label}"
+        for name, label in _exposed_labels(text)
+        if label not in CONTRACT_LABELS[name] | {"le"}
+    )
+    assert not unknown, "labels the dashboards and rules do not know (add them to CONTRACT_LABELS): " + ", ".join(unknown)
+
+
+def _exposed_labels(text: str) -> set[tuple[str, str]]:
+    """(metric, label name) of every sample of the CONTRACT_LABELS metrics on a /metrics page."""
+    out = set()
+    for m in re.finditer(r"^(agent_eval_\w+?)(?:_bucket|_sum|_count|_created)?\{([^}]*)\}", text, re.M):
+        name = m.group(1)
+        if name not in CONTRACT_LABELS:
+            continue
+        out |= {(name, label) for label in re.findall(r'(\w+)="', m.group(2))}
+    return out
 
 
 def test_judge_series_have_data(stack: Stack) -> None:

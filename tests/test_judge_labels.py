@@ -15,7 +15,7 @@ from otel_agent_eval.evaluators.judge import (
 )
 from otel_agent_eval.evaluators.judge.render import render_trace
 from otel_agent_eval.model import AgentStep, AgentTrace, ConversationTurn, ToolCall
-from tests.fake_openai_server import FakeOpenAI, answer
+from tests.openai_server import FakeOpenAI, answer
 from tests.test_judge_server import Judge, weather_trace
 
 

@@ -15,7 +15,7 @@ from otel_agent_eval.evaluators.judge import (
     TaskCompletion, ToolArgumentAccuracy, ToolCallNecessity, TrajectoryEfficiency, build_judge_evaluators,
 )
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
-from tests.fake_openai_server import Behaviour, FakeOpenAI, answer, empty, raw, refusal, slow, status
+from tests.openai_server import Behaviour, FakeOpenAI, answer, empty, raw, refusal, slow, status
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,8 @@ def test_tool_argument_accuracy_combines_schema_check_and_judge(server: FakeOpen
     flagged = {a["id"]: a for a in with_defs.details["answers"]}["call_0_1_conflicts"]
     assert (flagged["answer"], flagged["judge_answer"]) == ("yes", "no")
     prompt = server.requests[-1]["body"]["messages"][1]["content"]
-    assert "TOOL DEFINITIONS" in prompt and '"required": ["city"]' in prompt  # appropriateness judged against them
+    # appropriateness judged against them; the definitions are data in the record, encoded like agent text
+    assert "TOOL DEFINITIONS" in prompt and '\\"required\\": [\\"city\\"]' in prompt
     assert with_defs.details["tool_definitions_shown"] == ["get_weather"]
     server.script(answer({"call_0_0": "no", "call_0_0_conflicts": "no", "call_0_1_conflicts": "no"}))
     judge2 = Judge(server, cache_size=0)

@@ -235,7 +235,7 @@ def test_structured_tool_errors_are_rendered_as_errors() -> None:
     trace = AgentTrace(trace_id="1" * 32, steps=[AgentStep(index=0, tool_calls=[
         ToolCall(name="a", error="TimeoutError: upstream"), ToolCall(name="b", result="no error here")])])
     text = render_trace(trace, max_chars=10_000, max_field_chars=500).text
-    assert "ERROR: TimeoutError: upstream" in text and "result: no error here" in text
+    assert 'ERROR: "TimeoutError: upstream"' in text and 'result: "no error here"' in text
 
 
 # --- limits and cache -----------------------------------------------------------------------------

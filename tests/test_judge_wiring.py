@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
-from fake_openai_server import FakeOpenAI, answer
+from tests.openai_server import FakeOpenAI, answer
 from otel_agent_eval import AgentEvalProcessor, ConfigError
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 

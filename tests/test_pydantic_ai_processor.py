@@ -456,7 +456,9 @@ def test_scores_per_evaluator(run: Run, agent: str) -> None:
 
 def expected_span_attributes(agent: str, span_id: str) -> dict[str, Any]:
     results = EXPECTED_RESULTS[agent]
-    attributes: dict[str, Any] = {"agent_eval.agent.name": agent, "agent_eval.evaluated_span_id": span_id}
+    attributes: dict[str, Any] = {
+        "agent_eval.agent.name": agent, "agent_eval.phase": "deterministic", "agent_eval.evaluated_span_id": span_id,
+    }
     for evaluator, label, score, _, _ in results:
         attributes[f"agent_eval.{evaluator}.label"] = label
         if score is not None:
@@ -471,6 +473,7 @@ def test_expected_span_attributes_helper_spelled_out(run: Run) -> None:
     span_id = hex_span(run.agent_spans["payment_agent"])
     assert expected_span_attributes("payment_agent", span_id) == {
         "agent_eval.agent.name": "payment_agent",
+        "agent_eval.phase": "deterministic",
         "agent_eval.evaluated_span_id": span_id,
         "agent_eval.tool_call_accuracy.label": "skipped",
         "agent_eval.tool_failure_recovery.label": "fail",

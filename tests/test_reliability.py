@@ -179,7 +179,7 @@ def test_flood_of_100k_traces_stays_within_bounds_counts_every_drop_and_never_bl
 def test_judge_outage_gives_error_results_and_recovery_gives_verdicts_again() -> None:
     pytest.importorskip("openai")
     from otel_agent_eval.evaluators.judge import JudgeClient, JudgeSettings, TaskCompletion
-    from tests.fake_openai_server import FakeOpenAI, answer, status
+    from tests.openai_server import FakeOpenAI, answer, status
 
     with FakeOpenAI() as server:
         settings = JudgeSettings.load(env={
@@ -200,8 +200,11 @@ def test_judge_outage_gives_error_results_and_recovery_gives_verdicts_again() ->
         finally:
             provider.shutdown()
             judge.close()
-        by_trace = {e.trace.trace_id: {r.evaluator: r for r in e.results} for e in sink.evaluated}
+        by_trace: dict[str, dict[str, EvalResult]] = {}
+        for e in sink.evaluated:  # two phases per run: deterministic, then judge
+            by_trace.setdefault(e.trace.trace_id, {}).update({r.evaluator: r for r in e.results})
         assert set(by_trace) == outage | recovered
+        assert Counter(e.phase for e in sink.evaluated) == {"deterministic": 6, "judge": 6}
         for trace_id in outage:
             judged = by_trace[trace_id]["task_completion"]
             assert judged.label == "error" and judged.details["reason"], judged

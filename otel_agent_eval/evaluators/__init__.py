@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import Evaluator
 from .tool_calls import ExpectedCall, ToolCallAccuracy, ToolExpectation, ToolFailureRecovery, load_expectations
@@ -45,9 +45,11 @@ def build_configured_evaluators(
     *,
     registry: CollectorRegistry | None = None,
     env: Mapping[str, str] | None = None,
+    judge_tracer_provider: Any = None,
 ) -> tuple[list[Evaluator], JudgeClient | None]:
     """The deterministic evaluators, plus the judge evaluators when a judge is configured
     (``OTEL_AGENT_EVAL_JUDGE_*``, see docs/judge.md). Returns the judge to close on shutdown.
+    ``judge_tracer_provider`` receives a span per judge request (``judge/spans.py``).
     """
     from ..config import ENV_PREFIX, ConfigError
     from .judge import JudgeSettings
@@ -68,7 +70,8 @@ def build_configured_evaluators(
             f"{ENV_PREFIX}JUDGE_MODEL is set but the openai package is missing: "
             "pip install 'otel-agent-eval[judge]' (or unset the judge variables)"
         )
-    judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None)
+    judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None,
+                        tracer_provider=judge_tracer_provider)
     return evaluators + build_judge_evaluators(judge, judge_settings.evaluators), judge
 
 

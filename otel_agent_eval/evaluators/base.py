@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from ..isolation import EvaluationRun, evaluation_run
 from ..model import AgentTrace, EvalResult, result_id
 
 
@@ -15,12 +16,16 @@ class Evaluator(ABC):
     label) and ``version`` (bump it when scoring changes, so results get new
     ids), and implement ``evaluate``. ``evaluate`` must be a pure function of
     the trace; it may raise: the pipeline turns that into an ``error`` result.
-    Build results with ``scored``, ``skipped`` and ``error``.
+    Build results with ``scored``, ``skipped`` and ``error``. Set
+    ``needs_judge`` on evaluators that call an LLM: they run in the pipeline's
+    judge stage (its own queue, workers and sample rate), so they never hold
+    back the deterministic results.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     default_threshold: ClassVar[float] = 0.5
+    needs_judge: ClassVar[bool] = False
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)
@@ -92,10 +97,13 @@ class Evaluator(ABC):
 def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalResult], bool]:
     """Run one evaluator; an exception or a wrong return type becomes an ``error`` result.
 
+    The evaluator runs under ``evaluation_run`` (see ``isolation.py``): whatever it
+    calls is neither exported by the app's default sampler nor evaluated.
     Returns the results and whether the evaluator failed (for error counters).
     """
     try:
-        results = evaluator.evaluate(trace)
+        with evaluation_run(EvaluationRun(evaluator.name, trace.trace_id, trace.agent_span_id)):
+            results = evaluator.evaluate(trace)
         if not isinstance(results, list):
             raise TypeError(f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got {type(results).__name__}")
         for result in results:  # a loop, not all(): this runs for every evaluator on every trace

@@ -1,15 +1,18 @@
 """Scores as OpenTelemetry data, tied to the evaluated trace.
 
-- one evaluation span per evaluated agent trace, in the same trace, child of
-  the evaluated agent span, carrying every score as attributes;
+- one evaluation span per evaluated agent trace and phase, in the same trace,
+  child of the evaluated agent span, carrying that phase's scores as
+  attributes: ``evaluate_agent {agent}`` for the deterministic evaluators (out
+  as soon as they are done), ``judge_agent {agent}`` for the judge evaluators;
 - one ``gen_ai.evaluation.result`` log record per result (GenAI semantic
   conventions), parented to the evaluated span.
 
 Span attribute names (documented in the README):
 ``agent_eval.<evaluator>.score`` (double, absent when the result has none),
 ``agent_eval.<evaluator>.label`` (pass | fail | skipped | error),
-plus ``agent_eval.agent.name``, ``agent_eval.evaluated_span_id``,
+plus ``agent_eval.agent.name``, ``agent_eval.phase`` (deterministic | judge), ``agent_eval.evaluated_span_id``,
 ``agent_eval.partial`` (true when the agent span was missing),
+``agent_eval.spans_dropped`` (spans of the trace dropped as too many, when any),
 ``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
 returns several results reports its lowest score and worst label. The span
 deliberately carries no ``gen_ai.*`` attribute, so that no reader (this
@@ -18,7 +21,6 @@ product included) mistakes it for an agent span.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from opentelemetry import trace
@@ -28,11 +30,15 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from ..model import EvalResult
 from ..pipeline import EvaluatedTrace
 from ..records import OWN_SCOPE
+from .fit import fit_json
 
 SCOPE_NAME = OWN_SCOPE
 EVENT_NAME = "gen_ai.evaluation.result"
 LABEL_RANK = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
+SPAN_NAMES = {"deterministic": "evaluate_agent", "judge": "judge_agent"}
 MAX_EXPLANATION = 1000
+MAX_DETAILS = 4000
+"""Characters of ``agent_eval.details``: longer details are shortened by structure (``fit.py``), still valid JSON."""
 
 
 def evaluated_context(evaluated: EvaluatedTrace) -> Any:
@@ -49,11 +55,13 @@ def evaluated_context(evaluated: EvaluatedTrace) -> Any:
 
 def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     t = evaluated.trace
-    attributes: dict[str, Any] = {"agent_eval.agent.name": t.agent_name}
+    attributes: dict[str, Any] = {"agent_eval.agent.name": t.agent_name, "agent_eval.phase": evaluated.phase}
     if t.agent_span_id:
         attributes["agent_eval.evaluated_span_id"] = t.agent_span_id
     if t.partial:
         attributes["agent_eval.partial"] = True
+    if t.spans_dropped:
+        attributes["agent_eval.spans_dropped"] = t.spans_dropped
     by_evaluator: dict[str, list[EvalResult]] = {}
     for result in evaluated.results:
         by_evaluator.setdefault(result.evaluator, []).append(result)
@@ -82,7 +90,7 @@ def log_attributes(result: EvalResult) -> dict[str, Any]:
     if result.label == "error":
         attributes["error.type"] = str(result.details.get("reason", "_OTHER"))
     if result.details:
-        attributes["agent_eval.details"] = json.dumps(result.details, default=str, sort_keys=True)[:4000]
+        attributes["agent_eval.details"] = fit_json(result.details, MAX_DETAILS)
     return attributes
 
 
@@ -108,7 +116,7 @@ class OtelSink:
             provider = self._tracer_provider or trace.get_tracer_provider()
             tracer = provider.get_tracer(SCOPE_NAME)
             span = tracer.start_span(
-                f"evaluate_agent {evaluated.trace.agent_name}",
+                f"{SPAN_NAMES[evaluated.phase]} {evaluated.trace.agent_name}",
                 context=context,
                 kind=SpanKind.INTERNAL,
                 attributes=span_attributes(evaluated),

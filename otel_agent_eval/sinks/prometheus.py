@@ -68,6 +68,7 @@ class PipelineCollector(Collector):
         yield _counter("agent_eval_late_spans", "Spans that arrived after their trace was completed (dropped)", s.late_spans.value)
         yield _counter("agent_eval_processor_errors", "Internal errors caught so the app never sees them", s.processor_errors.value)
         yield _labelled("agent_eval_spans_dropped", "Spans dropped, by reason", ["reason"], s.spans_dropped_snapshot())
+        yield _labelled("agent_eval_log_records_dropped", "GenAI log records dropped, by reason", ["reason"], s.log_records_dropped.snapshot())
         yield _labelled("agent_eval_traces_completed", "Traces completed, by reason", ["reason"], s.traces_completed.snapshot())
         yield _labelled(
             "agent_eval_admission_decisions",
@@ -81,13 +82,22 @@ class PipelineCollector(Collector):
         yield _labelled(
             "agent_eval_sampling_decisions", "Sampling decisions on agent traces", ["decision", "reason"], s.sampling.snapshot()
         )
-        yield _labelled("agent_eval_traces_evaluated", "Agent invocations evaluated", ["agent"], s.traces_evaluated.snapshot())
+        yield _labelled(
+            "agent_eval_traces_evaluated", "Agent invocations evaluated (deterministic results emitted)", ["agent"],
+            s.traces_evaluated.snapshot(),
+        )
+        yield _labelled("agent_eval_traces_judged", "Agent invocations whose judge results were emitted", ["agent"], s.traces_judged.snapshot())
+        yield _labelled(
+            "agent_eval_judge_sampling_decisions", "Judge sample rate on sampled agent invocations (with judge evaluators)",
+            ["decision"], s.judge_sampling.snapshot(),
+        )
         yield _labelled("agent_eval_dropped", "Traces or agent invocations not evaluated, by reason", ["reason"], s.dropped.snapshot())
         yield _labelled(
             "agent_eval_evaluator_errors", "Evaluator failures (exception, timeout)", ["evaluator", "reason"], s.evaluator_errors.snapshot()
         )
         yield _labelled("agent_eval_sink_errors", "Failures while emitting results", ["sink"], s.sink_errors.snapshot())
         yield GaugeMetricFamily("agent_eval_queue_depth", "Agent traces waiting for an evaluation worker", value=s.queue_depth)
+        yield GaugeMetricFamily("agent_eval_judge_queue_depth", "Agent traces waiting for a judge worker", value=s.judge_queue_depth)
         yield GaugeMetricFamily("agent_eval_buffered_traces", "Traces buffered until complete", value=s.buffered_traces)
         yield GaugeMetricFamily(
             "agent_eval_buffered_bytes", "Estimated bytes of the buffered spans (bounded by max_buffered_bytes)",

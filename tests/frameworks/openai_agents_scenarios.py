@@ -1,4 +1,4 @@
-"""Scripted OpenAI Agents SDK runs against the local OpenAI-compatible server (``openai_server``),
+"""Scripted OpenAI Agents SDK runs against the local OpenAI-compatible server (``tests/openai_server.py``),
 with ``OpenAIChatCompletionsModel`` on an ``AsyncOpenAI(base_url=...)`` client: every model call is a
 real chat completions request. Instrumentation (OpenInference, OpenLLMetry) is the caller's business.
 
@@ -20,7 +20,7 @@ import asyncio
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
 from openai import AsyncOpenAI
 
-from .openai_server import OpenAIServer, Scripted, text, tool_calls
+from tests.openai_server import FakeOpenAI, scripted, text, tool_calls
 
 QUESTION = "What's the weather in Paris, and can you get me a table at Chez Test for 2?"
 WEATHER_QUESTION = "Weather in Paris?"
@@ -90,7 +90,7 @@ def build_agents(client: AsyncOpenAI) -> Agent:
     )
 
 
-def run_concierge(server: OpenAIServer) -> str:
+def run_concierge(server: FakeOpenAI) -> str:
     """Runs the scenario (instrument before calling). Returns the final output."""
 
     async def main() -> str:
@@ -104,5 +104,5 @@ def run_concierge(server: OpenAIServer) -> str:
     return asyncio.run(main())
 
 
-def scripted_server() -> OpenAIServer:
-    return OpenAIServer(Scripted(SCRIPT))
+def scripted_server() -> FakeOpenAI:
+    return scripted(SCRIPT)

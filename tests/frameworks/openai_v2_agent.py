@@ -1,7 +1,7 @@
 """A hand-rolled agent loop on the raw ``openai`` client, instrumented with the official
 ``opentelemetry-instrumentation-openai-v2`` (chat spans) and ``opentelemetry-util-genai``'s
 ``TelemetryHandler`` (the app's own ``invoke_agent`` / ``execute_tool`` spans), against the scripted
-local server of ``openai_server``.
+local server of ``tests/openai_server.py``.
 
 The content capture mode is whatever ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says
 when the calls run (util-genai reads it per call); the tool spans follow the util's advice and only
@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.util.genai.handler import TelemetryHandler
 from opentelemetry.util.genai.types import InputMessage, OutputMessage, Text
 
-from .openai_server import OpenAIServer, Reply, Scripted, text, tool_calls
+from tests.openai_server import Behaviour, FakeOpenAI, scripted, text, tool_calls
 
 AGENT = "trip_agent"
 MODEL = "gpt-test-trip"
@@ -32,7 +32,7 @@ SYSTEM = "You are a travel agent."
 ANSWER = "It is sunny and 10:00 in Paris, but I could not book a hotel: no rooms left."
 HOTEL_ERROR = "no rooms left in Paris"
 
-SCRIPT: list[Reply] = [
+SCRIPT: list[Behaviour] = [
     tool_calls(("call_weather_1", "get_weather", {"city": "Paris"}), ("call_time_1", "get_time", {"city": "Paris"})),
     tool_calls(("call_hotel_1", "book_hotel", {"city": "Paris", "nights": 2}), content="Now the hotel."),
     text(ANSWER),
@@ -64,7 +64,7 @@ def book_hotel(city: str, nights: int) -> str:
 TOOLS: dict[str, Callable[..., str]] = {"get_weather": get_weather, "get_time": get_time, "book_hotel": book_hotel}
 
 
-def run_trip_agent(tp: TracerProvider, lp: LoggerProvider, server: OpenAIServer) -> str:
+def run_trip_agent(tp: TracerProvider, lp: LoggerProvider, server: FakeOpenAI) -> str:
     """The agent loop. ``OpenAIInstrumentor`` must already be instrumented with ``tp`` / ``lp``."""
     handler = TelemetryHandler(tracer_provider=tp, logger_provider=lp)
     client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
@@ -100,5 +100,5 @@ def run_trip_agent(tp: TracerProvider, lp: LoggerProvider, server: OpenAIServer)
     raise AssertionError("the agent loop did not end")
 
 
-def scripted_server() -> OpenAIServer:
-    return OpenAIServer(Scripted({MODEL: SCRIPT}))
+def scripted_server() -> FakeOpenAI:
+    return scripted({MODEL: SCRIPT})

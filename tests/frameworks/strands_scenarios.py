@@ -1,4 +1,4 @@
-"""A scripted Strands Agents run against the local OpenAI-compatible server (``openai_server``), with
+"""A scripted Strands Agents run against the local OpenAI-compatible server (``tests/openai_server.py``), with
 Strands' own OpenAI model provider (``strands.models.openai.OpenAIModel``, streaming chat completions
 by default): every model call is a real HTTP request. Strands traces itself (no instrumentor); where
 its spans go is the caller's business (``strands_scenarios.traced_by``).
@@ -27,7 +27,7 @@ from strands import Agent, tool
 from strands.models.openai import OpenAIModel
 from strands.telemetry import tracer as strands_tracer
 
-from .openai_server import OpenAIServer, Scripted, text, tool_calls
+from tests.openai_server import FakeOpenAI, scripted, text, tool_calls
 
 AGENT = "concierge"
 MODEL = "m-strands"
@@ -72,11 +72,11 @@ def book_table(restaurant: str, people: int) -> str:
     raise RuntimeError(f"{restaurant} is fully booked")
 
 
-def scripted_server() -> OpenAIServer:
-    return OpenAIServer(Scripted(SCRIPT))
+def scripted_server() -> FakeOpenAI:
+    return scripted(SCRIPT)
 
 
-def run_concierge(server: OpenAIServer) -> str:
+def run_concierge(server: FakeOpenAI) -> str:
     """Runs the scenario (under ``traced_by``). Returns the agent's result as text."""
     model = OpenAIModel(
         client_args={"base_url": server.base_url, "api_key": "test", "max_retries": 0},

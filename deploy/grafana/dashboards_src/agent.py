@@ -7,17 +7,22 @@ from typing import Any
 from grafana_foundation_sdk.models import prometheus as pm
 
 from .common import (
-    AGENT_EVALUATOR,
+    PASS_RATE_MEANS,
+    SCORE_DROP_MEANS,
+    SERVICE_AGENT_EVALUATOR,
+    LEGEND,
     heatmap_panel,
     new_dashboard,
     query,
     row,
+    score_drop_band,
+    score_drop_queries,
     table_panel,
     timeseries_panel,
     to_json,
 )
 
-SEL = AGENT_EVALUATOR
+SEL = SERVICE_AGENT_EVALUATOR
 
 
 def build() -> dict[str, Any]:
@@ -25,11 +30,31 @@ def build() -> dict[str, Any]:
     d = new_dashboard(
         "agent-eval-agent",
         "Agent evaluation: agent drill-down",
-        "Score distributions per evaluator for the selected agents, and the worst traces through "
-        "exemplars linking to Tempo.",
+        "Per selected agent: the pass rate with its 95% bounds per evaluator, score distributions per "
+        "evaluator, and the worst traces through exemplars linking to Tempo.",
     )
     d = (
-        d.with_row(row("Score distributions"))
+        # One row per selected agent, one panel per evaluator in it: one series per role, so the
+        # hour's bounds can be drawn as a band (Grafana fills between two named series).
+        d.with_row(row("Pass rate and its 95% bounds: $agent").repeat("agent"))
+        .with_panel(
+            score_drop_band(
+                timeseries_panel(
+                    "$evaluator on $agent",
+                    "The last hour's pass rate of this evaluator on this agent (recording rules); shaded: its "
+                    "95% bounds; dashed red: the 7-day lower bound. "
+                    + SCORE_DROP_MEANS
+                    + PASS_RATE_MEANS
+                    + " Select one service if several have an agent of this name.",
+                    score_drop_queries(SEL),
+                    unit="percentunit",
+                    min_val=0,
+                    max_val=1,
+                    width=8,
+                ).repeat("evaluator").repeat_direction("h")
+            )
+        )
+        .with_row(row("Score distributions"))
         .with_panel(
             heatmap_panel(
                 "Score distribution: $evaluator",
@@ -73,10 +98,10 @@ def build() -> dict[str, Any]:
         .with_panel(
             table_panel(
                 "Lowest mean scores (1h)",
-                "The ten evaluator and agent pairs with the lowest mean score over the last hour.",
+                "The ten evaluator, service and agent combinations with the lowest mean score over the last hour.",
                 [
                     query(
-                        f"bottomk(10, evaluator_agent:agent_eval_score_mean:rate1h{{{SEL}}})",
+                        f"bottomk(10, service_agent_evaluator:agent_eval_score_mean:rate1h{{{SEL}}})",
                         instant=True,
                         fmt=pm.PromQueryFormat.TABLE,
                     )
@@ -87,8 +112,8 @@ def build() -> dict[str, Any]:
         .with_panel(
             timeseries_panel(
                 "Pass rate per evaluator (5m)",
-                "pass / (pass + fail) per evaluator (recording rule).",
-                [query(f"evaluator_agent:agent_eval_pass_ratio:rate5m{{{SEL}}}", "{{evaluator}} / {{agent}}")],
+                "Per evaluator, service and agent (recording rule). " + PASS_RATE_MEANS,
+                [query(f"service_agent_evaluator:agent_eval_pass_ratio:rate5m{{{SEL}}}", LEGEND)],
                 unit="percentunit",
                 min_val=0,
                 max_val=1,
@@ -97,7 +122,8 @@ def build() -> dict[str, Any]:
         .with_panel(
             timeseries_panel(
                 "Results by evaluator and outcome",
-                "Evaluator results per second; skipped and error are not counted in pass rates.",
+                "Evaluator results per second; skipped and error are not counted in pass rates (their reason is on "
+                "agent_eval_results_total{reason}).",
                 [
                     query(
                         "sum by (evaluator, outcome) "

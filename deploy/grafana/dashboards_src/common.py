@@ -15,9 +15,17 @@ from grafana_foundation_sdk.models import prometheus as pm
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
-# Label filters every evaluation panel applies.
-AGENT = 'agent=~"$agent"'
-AGENT_EVALUATOR = 'agent=~"$agent", evaluator=~"$evaluator"'
+# Label filters every evaluation panel applies. An agent name is unique only
+# within its service, so every panel that groups by agent groups by service too.
+SERVICE_AGENT = 'service=~"$service", agent=~"$agent"'
+SERVICE_AGENT_EVALUATOR = 'service=~"$service", agent=~"$agent", evaluator=~"$evaluator"'
+# Legend of a series per evaluator, service and agent.
+LEGEND = "{{evaluator}} / {{service}}/{{agent}}"
+# What a pass rate means, for every panel description that shows one.
+PASS_RATE_MEANS = (
+    "A pass means the evaluator's expectation was met (partial credit lives in the score); "
+    "pass rate = pass / (pass + fail), skipped and error results are excluded."
+)
 TAGS = ["agent-eval"]
 
 
@@ -159,32 +167,32 @@ def heatmap_panel(
     return _targets(p, queries)
 
 
+def _label_variable(name: str, label: str, query: str) -> gd.QueryVariable:
+    """A multi-value query variable whose "All" matches every value, the empty one included."""
+    return (
+        gd.QueryVariable(name)
+        .label(label)
+        .datasource(DATASOURCE)
+        .query(query)
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dm.VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
+
+
 def variables() -> list[Any]:
-    """Template variables: datasource, agent, evaluator."""
+    """Template variables: datasource, service, agent (within the services), evaluator."""
     ds = gd.DatasourceVariable("datasource").label("Datasource").type("prometheus")
-    agent = (
-        gd.QueryVariable("agent")
-        .label("Agent")
-        .datasource(DATASOURCE)
-        .query("label_values(agent_eval_agent_traces_total, agent)")
-        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .sort(dm.VariableSort.ALPHABETICAL_ASC)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
+    service = _label_variable("service", "Service", "label_values(agent_eval_agent_traces_total, service)")
+    agent = _label_variable(
+        "agent", "Agent", 'label_values(agent_eval_agent_traces_total{service=~"$service"}, agent)'
     )
-    evaluator = (
-        gd.QueryVariable("evaluator")
-        .label("Evaluator")
-        .datasource(DATASOURCE)
-        .query('label_values(agent_eval_results_total{agent=~"$agent"}, evaluator)')
-        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .sort(dm.VariableSort.ALPHABETICAL_ASC)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
+    evaluator = _label_variable(
+        "evaluator", "Evaluator", f"label_values(agent_eval_results_total{{{SERVICE_AGENT}}}, evaluator)"
     )
-    return [ds, agent, evaluator]
+    return [ds, service, agent, evaluator]
 
 
 def new_dashboard(uid: str, title: str, description: str) -> gd.Dashboard:
@@ -226,3 +234,65 @@ def to_json(d: gd.Dashboard) -> dict[str, Any]:
     for variable in model["templating"]["list"]:
         variable.pop("id", None)  # the SDK sets the same zero UUID on every variable
     return model
+
+
+# --- The score-drop check: the hour's pass rate, its 95% Wilson bounds and the
+# week's lower bound, the series AgentEvalScoreDrop compares.
+RULE = "service_agent_evaluator:agent_eval_pass_ratio"
+RATE_1H, LOWER_1H, UPPER_1H, LOWER_7D = "pass rate (1h)", "lower bound (1h)", "upper bound (1h)", "7-day lower bound"
+SCORE_DROP_MEANS = (
+    "The bounds are 95% Wilson score bounds: wide when few results were judged, narrow when many were. "
+    "AgentEvalScoreDrop fires when the hour's upper bound stays under the 7-day lower bound for 15 minutes, "
+    "the drop is at least 5 points and the hour judged at least 30 results (defaults; deploy/README.md, "
+    "Tuning the alerts). "
+)
+
+
+def score_drop_queries(selector: str, legend: str = "") -> list[prometheus.Dataquery]:
+    """Hour's pass rate, its lower and upper bounds, the week's lower bound; legends prefixed by role."""
+    parts = [
+        (f"{RULE}:rate1h", RATE_1H),
+        (f"{RULE}_wilson_lower:rate1h", LOWER_1H),
+        (f"{RULE}_wilson_upper:rate1h", UPPER_1H),
+        (f"{RULE}_wilson_lower:rate7d", LOWER_7D),
+    ]
+    return [
+        query(f"{series}{{{selector}}}", f"{role} {legend}".strip(), ref="ABCD"[i])
+        for i, (series, role) in enumerate(parts)
+    ]
+
+
+def _set(prop: str, value: Any) -> dm.DynamicConfigValue:
+    return dm.DynamicConfigValue(id_val=prop, value=value)
+
+
+def _color(name: str) -> dm.DynamicConfigValue:
+    return _set("color", {"mode": "fixed", "fixedColor": name})
+
+
+DASHED = _set("custom.lineStyle", {"fill": "dash", "dash": [10, 10]})
+
+
+def score_drop_band(panel: timeseries.Panel) -> timeseries.Panel:
+    """One series per role (a single service, agent and evaluator): the bounds as a shaded band."""
+    return (
+        panel.override_by_name(LOWER_1H, [_set("custom.lineWidth", 0), _set("custom.fillOpacity", 0)])
+        .override_by_name(
+            UPPER_1H,
+            [
+                _set("custom.lineWidth", 0),
+                _set("custom.fillOpacity", 25),
+                _set("custom.fillBelowTo", LOWER_1H),
+                _color("blue"),
+            ],
+        )
+        .override_by_name(LOWER_7D, [DASHED, _set("custom.fillOpacity", 0), _color("red")])
+        .override_by_name(RATE_1H, [_set("custom.lineWidth", 2), _set("custom.fillOpacity", 0), _color("blue")])
+    )
+
+
+def score_drop_lines(panel: timeseries.Panel) -> timeseries.Panel:
+    """Many series per role: the bounds and the week's lower bound as dashed lines."""
+    return panel.override_by_regexp(
+        "^(lower|upper) bound|^7-day", [DASHED, _set("custom.fillOpacity", 0), _set("custom.lineWidth", 1)]
+    )

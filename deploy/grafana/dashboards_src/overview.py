@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from .common import (
-    AGENT,
-    AGENT_EVALUATOR,
+    LEGEND,
+    PASS_RATE_MEANS,
+    SCORE_DROP_MEANS,
+    SERVICE_AGENT,
+    SERVICE_AGENT_EVALUATOR,
     new_dashboard,
     query,
     row,
+    score_drop_lines,
+    score_drop_queries,
     stat_panel,
     table_panel,
     timeseries_panel,
@@ -17,7 +22,8 @@ from .common import (
 )
 from grafana_foundation_sdk.models import prometheus as pm
 
-SEL = AGENT_EVALUATOR
+SEL = SERVICE_AGENT_EVALUATOR
+BY_SERIES = " by (service, agent, evaluator)"
 
 
 def _pass_ratio(by: str, window: str) -> str:
@@ -39,9 +45,9 @@ def _mean_score(by: str, window: str) -> str:
 
 def _coverage(by: str, window: str) -> str:
     return (
-        f"sum{by} (rate(agent_eval_traces_evaluated_total{{{AGENT}}}[{window}]))\n"
+        f"sum{by} (rate(agent_eval_traces_evaluated_total{{{SERVICE_AGENT}}}[{window}]))\n"
         f"/\n"
-        f"sum{by} (rate(agent_eval_agent_traces_total{{{AGENT}}}[{window}]))"
+        f"sum{by} (rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[{window}]))"
     )
 
 
@@ -50,14 +56,15 @@ def build() -> dict[str, Any]:
     d = new_dashboard(
         "agent-eval-overview",
         "Agent evaluation: overview",
-        "Quality of LLM agents as scored by otel-agent-eval: pass rates, scores, volume and coverage.",
+        "Quality of LLM agents as scored by otel-agent-eval, per service and agent: pass rates (a pass means "
+        "the expectation was met; skipped and error results are excluded), scores, volume and coverage.",
     )
     d = (
         d.with_row(row("Last hour"))
         .with_panel(
             stat_panel(
                 "Pass rate (1h)",
-                "pass / (pass + fail) over the last hour; skipped and errored results are excluded.",
+                "Pass rate over the last hour, all selected evaluators and agents. " + PASS_RATE_MEANS,
                 [query(_pass_ratio("", "1h"), instant=True)],
                 unit="percentunit",
                 decimals=1,
@@ -92,8 +99,8 @@ def build() -> dict[str, Any]:
         .with_panel(
             timeseries_panel(
                 "Pass rate by evaluator and agent",
-                "pass / (pass + fail) per evaluator and agent.",
-                [query(_pass_ratio(" by (evaluator, agent)", "$__rate_interval"), "{{evaluator}} / {{agent}}")],
+                "Per evaluator, service and agent. " + PASS_RATE_MEANS,
+                [query(_pass_ratio(BY_SERIES, "$__rate_interval"), LEGEND)],
                 unit="percentunit",
                 min_val=0,
                 max_val=1,
@@ -102,46 +109,42 @@ def build() -> dict[str, Any]:
         .with_panel(
             timeseries_panel(
                 "Mean score by evaluator and agent",
-                "Mean score (histogram sum / count) per evaluator and agent.",
-                [query(_mean_score(" by (evaluator, agent)", "$__rate_interval"), "{{evaluator}} / {{agent}}")],
+                "Mean score (histogram sum / count) per evaluator, service and agent: the partial credit "
+                "behind the pass rate.",
+                [query(_mean_score(BY_SERIES, "$__rate_interval"), LEGEND)],
                 min_val=0,
                 max_val=1,
             )
         )
         .with_panel(
-            timeseries_panel(
-                "Pass rate: last hour vs 7-day baseline",
-                "Recording rules used by the AgentEvalScoreDrop alert: it fires when the 1h line falls "
-                "more than the margin below the 7d line.",
-                [
-                    query(
-                        f"evaluator_agent:agent_eval_pass_ratio:rate1h{{{SEL}}}",
-                        "1h {{evaluator}} / {{agent}}",
-                    ),
-                    query(
-                        f"evaluator_agent:agent_eval_pass_ratio:rate7d{{{SEL}}}",
-                        "7d {{evaluator}} / {{agent}}",
-                        ref="B",
-                    ),
-                ],
-                unit="percentunit",
-                min_val=0,
-                max_val=1,
+            score_drop_lines(
+                timeseries_panel(
+                    "Pass rate: last hour vs 7-day baseline",
+                    "What AgentEvalScoreDrop compares, per evaluator, service and agent (recording rules): the last "
+                    "hour's pass rate, dashed its lower and upper bounds and the 7-day lower bound (the agent "
+                    "drill-down draws them as a band). "
+                    + SCORE_DROP_MEANS
+                    + PASS_RATE_MEANS,
+                    score_drop_queries(SEL, LEGEND),
+                    unit="percentunit",
+                    min_val=0,
+                    max_val=1,
+                )
             )
         )
         .with_panel(
             table_panel(
                 "Pass rate and mean score (1d)",
-                "Per evaluator and agent over the last day (recording rules).",
+                "Per evaluator, service and agent over the last day (recording rules). " + PASS_RATE_MEANS,
                 [
                     query(
-                        f"evaluator_agent:agent_eval_pass_ratio:rate1d{{{SEL}}}",
+                        f"service_agent_evaluator:agent_eval_pass_ratio:rate1d{{{SEL}}}",
                         "pass rate",
                         instant=True,
                         fmt=pm.PromQueryFormat.TABLE,
                     ),
                     query(
-                        f"evaluator_agent:agent_eval_score_mean:rate1d{{{SEL}}}",
+                        f"service_agent_evaluator:agent_eval_score_mean:rate1d{{{SEL}}}",
                         "mean score",
                         ref="B",
                         instant=True,
@@ -154,7 +157,8 @@ def build() -> dict[str, Any]:
         .with_panel(
             timeseries_panel(
                 "Evaluations by outcome",
-                "Evaluator results per second by outcome.",
+                "Evaluator results per second by outcome (pass: the expectation was met; fail: it was not; skipped and "
+                "error are neither and stay out of pass rates).",
                 [
                     query(
                         f"sum by (outcome) (rate(agent_eval_results_total{{{SEL}}}[$__rate_interval]))",
@@ -170,12 +174,14 @@ def build() -> dict[str, Any]:
                 "Agent invocations assembled and those evaluated, per second.",
                 [
                     query(
-                        f"sum by (agent) (rate(agent_eval_agent_traces_total{{{AGENT}}}[$__rate_interval]))",
-                        "assembled {{agent}}",
+                        "sum by (service, agent) "
+                        f"(rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[$__rate_interval]))",
+                        "assembled {{service}}/{{agent}}",
                     ),
                     query(
-                        f"sum by (agent) (rate(agent_eval_traces_evaluated_total{{{AGENT}}}[$__rate_interval]))",
-                        "evaluated {{agent}}",
+                        "sum by (service, agent) "
+                        f"(rate(agent_eval_traces_evaluated_total{{{SERVICE_AGENT}}}[$__rate_interval]))",
+                        "evaluated {{service}}/{{agent}}",
                         ref="B",
                     ),
                 ],
@@ -186,7 +192,7 @@ def build() -> dict[str, Any]:
             timeseries_panel(
                 "Coverage by agent",
                 "Share of assembled agent traces that were evaluated (after sampling and drops).",
-                [query(_coverage(" by (agent)", "$__rate_interval"), "{{agent}}")],
+                [query(_coverage(" by (service, agent)", "$__rate_interval"), "{{service}}/{{agent}}")],
                 unit="percentunit",
                 min_val=0,
                 max_val=1,

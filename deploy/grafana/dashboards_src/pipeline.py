@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import AGENT, new_dashboard, query, row, stat_panel, timeseries_panel, to_json
+from .common import SERVICE_AGENT, new_dashboard, query, row, stat_panel, timeseries_panel, to_json
 
 RATE = "$__rate_interval"
 EVALUATOR = 'evaluator=~"$evaluator"'
@@ -134,7 +134,12 @@ def build() -> dict[str, Any]:
             timeseries_panel(
                 "Agent traces assembled",
                 "Agent invocations assembled per second, evaluated or not.",
-                [query(f"sum by (agent) (rate(agent_eval_agent_traces_total{{{AGENT}}}[{RATE}]))", "{{agent}}")],
+                [
+                    query(
+                        f"sum by (service, agent) (rate(agent_eval_agent_traces_total{{{SERVICE_AGENT}}}[{RATE}]))",
+                        "{{service}}/{{agent}}",
+                    )
+                ],
                 unit="ops",
             )
         )

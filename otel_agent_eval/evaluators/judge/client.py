@@ -1,10 +1,14 @@
 """``JudgeClient``: one judge request through the official ``openai`` client, with cost control.
 
-Every call goes: redact -> cache -> budget -> rate limits (RPM, TPM) ->
-concurrency slot -> HTTP attempt with instrumentation suppressed -> retries
+Every call goes: redact -> cache -> budget reservation (the estimate, held
+until the real usage settles it) -> circuit breaker -> rate limits (RPM, TPM)
+-> concurrency slot -> HTTP attempt with instrumentation suppressed -> retries
 (429 honouring Retry-After, 5xx, timeouts, connection errors; the openai
 client's own retries are off so they are ours to count) -> usage, cost,
 metrics -> validation by the caller's parser -> cache.
+
+The breaker counts whole calls (after retries): ``judge_unavailable`` and
+``judge_timeout`` are failures; any answer from the judge is a success.
 
 Failures raise ``JudgeError`` with a reason from a fixed set (``REASONS``);
 a spent budget raises ``BudgetExhausted``. Evaluators turn them into results.
@@ -23,10 +27,11 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from .limits import AnswerCache, HourlyBudget, TokenBucket, cache_key
+from .limits import AnswerCache, CircuitBreaker, HourlyBudget, Reservation, TokenBucket, cache_key
 from .metrics import JudgeMetrics
 from .redaction import Redact, Redactor
 from .settings import JudgeSettings
+from .spans import judge_span, judge_tracer
 
 REASONS = (
     "judge_unavailable",       # connection refused, DNS, 5xx after retries, unexpected client failure
@@ -39,6 +44,11 @@ REASONS = (
     "ambiguous_answer",        # a question answered with something other than yes / no / unknown, or not answered
     "trace_too_large",         # the large-trace rule could not fit the trace (render.py)
 )
+
+BREAKER_FAILURES = frozenset({"judge_unavailable", "judge_timeout"})
+"""Call outcomes that count towards opening the circuit breaker."""
+NOT_SENT = frozenset({"rate_limited_exhausted"})
+"""Call outcomes that say nothing about the judge's health (local limits, 429s)."""
 
 _KEYS: tuple[Any, ...] = tuple(
     key
@@ -137,6 +147,7 @@ class JudgeClient:
         redact: Redact | None = None,
         http_client: Any = None,
         openai_client: Any = None,
+        tracer_provider: Any = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -152,10 +163,13 @@ class JudgeClient:
         self.budget = HourlyBudget(settings.budget_tokens_per_hour, settings.budget_usd_per_hour, clock)
         self.rpm = TokenBucket(settings.requests_per_minute, clock)
         self.tpm = TokenBucket(settings.tokens_per_minute, clock)
+        self.breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_seconds, clock)
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._openai = openai_client if openai_client is not None else self._build_openai(http_client)
+        self.tracer = judge_tracer(tracer_provider)  # judge spans (spans.py): off unless a provider is given
         if metrics is not None:
             metrics.watch_budget(self.budget.remaining_ratio)
+            metrics.watch_breaker(self.breaker.current)
 
     def _build_openai(self, http_client: Any) -> Any:
         import openai  # the ``judge`` extra: imported only when a judge is configured
@@ -199,21 +213,45 @@ class JudgeClient:
                 reply = JudgeReply(**{**hit, "parsed": parse(hit["content"]), "cached": True, "attempts": 0, "redactions": n1 + n2})
                 self._count(self.metrics and self.metrics.cache_hits.labels(evaluator))
                 return reply
-        if self.budget.exhausted():
+        in_tokens = estimate_tokens(system) + estimate_tokens(user)
+        reservation = self.budget.reserve(in_tokens + expected_output_tokens, self._cost(in_tokens, expected_output_tokens) or 0.0)
+        if reservation is None:
             self._count(self.metrics and self.metrics.budget_skips.labels(evaluator))
             raise BudgetExhausted(f"hourly judge budget spent ({self._budget_text()})")
-        deadline = self.clock() + self.settings.deadline_seconds
         try:
-            completion, attempts = self._request(system, user, schema, expected_output_tokens, deadline)
-            reply = self._read(completion, evaluator, system, user, attempts, n1 + n2, parse)
+            completion, attempts = self._guarded_request(evaluator, system, user, schema, expected_output_tokens)
+            reply = self._read(completion, evaluator, system, user, attempts, n1 + n2, parse, reservation)
         except JudgeError as exc:
             self._count(self.metrics and self.metrics.errors.labels(evaluator, exc.reason))
             raise
+        finally:
+            self.budget.settle(reservation)  # a call that got no answer spent nothing (no-op once settled)
         self.cache.put(key, {
             "content": reply.content, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
             "usage_estimated": reply.usage_estimated, "cost_usd": reply.cost_usd,
         })
         return reply
+
+    def _guarded_request(self, evaluator: str, system: str, user: str, schema: dict[str, Any], out_tokens: int) -> tuple[Any, int]:
+        """The request behind the circuit breaker: refused at once while it is open, its outcome recorded."""
+        if not self.breaker.allow():
+            self._count(self.metrics and self.metrics.breaker_rejections.labels(evaluator))
+            raise JudgeError(
+                "judge_unavailable",
+                f"judge circuit breaker open after {self.breaker.failures} consecutive failures; "
+                f"next probe in {self.breaker.retry_in():.1f}s",
+                {"breaker": "open"},
+            )
+        ok: bool | None = None
+        try:
+            result = self._request(system, user, schema, out_tokens, self.clock() + self.settings.deadline_seconds)
+            ok = True
+            return result
+        except JudgeError as exc:
+            ok = False if exc.reason in BREAKER_FAILURES else None if exc.reason in NOT_SENT else True
+            raise
+        finally:
+            self.breaker.record(ok)
 
     def _request(self, system: str, user: str, schema: dict[str, Any], out_tokens: int, deadline: float) -> tuple[Any, int]:
         estimate = estimate_tokens(system) + estimate_tokens(user) + out_tokens
@@ -257,9 +295,9 @@ class JudgeClient:
             raise JudgeError("judge_timeout", "no free judge slot before the deadline (concurrency limit)")
         started = time.perf_counter()
         try:
-            with suppress_instrumentation():
-                return openai_create(self._openai, self.settings, self.model, system, user, schema,
-                                     timeout=max(0.1, min(self.settings.timeout_seconds, deadline - self.clock())))
+            with suppress_instrumentation(), judge_span(self.tracer, self._openai, self.model, self.settings.temperature) as traced:
+                return traced(openai_create(self._openai, self.settings, self.model, system, user, schema,
+                                            timeout=max(0.1, min(self.settings.timeout_seconds, deadline - self.clock()))))
         except openai.RateLimitError as exc:
             raise _Retry("rate_limited_exhausted", "judge rate limited (429)",
                          retry_after_seconds(exc.response.headers), 429) from None
@@ -282,7 +320,7 @@ class JudgeClient:
                 self.metrics.duration.labels(self.model).observe(time.perf_counter() - started)
 
     def _read(self, completion: Any, evaluator: str, system: str, user: str, attempts: int, redactions: int,
-              parse: Callable[[str], Any]) -> JudgeReply:
+              parse: Callable[[str], Any], reservation: Reservation) -> JudgeReply:
         from .qag import ParseError
 
         usage = getattr(completion, "usage", None)
@@ -292,7 +330,7 @@ class JudgeClient:
         estimated = usage is None or usage.prompt_tokens is None
         input_tokens = estimate_tokens(system) + estimate_tokens(user) if estimated else int(usage.prompt_tokens)
         output_tokens = estimate_tokens(content) if estimated or usage.completion_tokens is None else int(usage.completion_tokens)
-        cost = self._spend(evaluator, input_tokens, output_tokens)
+        cost = self._spend(evaluator, input_tokens, output_tokens, reservation)
 
         def fail(reason: str, message_text: str) -> JudgeError:
             self._count(self.metrics and self.metrics.requests.labels(self.model, reason))
@@ -312,10 +350,13 @@ class JudgeClient:
         self._count(self.metrics and self.metrics.requests.labels(self.model, "ok"))
         return JudgeReply(content, parsed, input_tokens, output_tokens, estimated, cost, attempts, False, redactions)
 
-    def _spend(self, evaluator: str, input_tokens: int, output_tokens: int) -> float | None:
+    def _cost(self, input_tokens: int, output_tokens: int) -> float | None:
         price = self.settings.price(self.model)
-        cost = None if price is None else (input_tokens * price.input + output_tokens * price.output) / 1e6
-        self.budget.spend(input_tokens + output_tokens, cost or 0.0)
+        return None if price is None else (input_tokens * price.input + output_tokens * price.output) / 1e6
+
+    def _spend(self, evaluator: str, input_tokens: int, output_tokens: int, reservation: Reservation) -> float | None:
+        cost = self._cost(input_tokens, output_tokens)
+        self.budget.settle(reservation, input_tokens + output_tokens, cost or 0.0)
         if self.metrics is not None:
             self.metrics.tokens.labels(evaluator, self.model, "input").inc(input_tokens)
             self.metrics.tokens.labels(evaluator, self.model, "output").inc(output_tokens)

@@ -13,13 +13,21 @@ trace by the large-trace rule (``render.py``), asks the judge, and turns
 every judge problem into a result: ``skipped`` with ``reason:
 budget_exhausted`` when the hourly budget is spent, ``error`` with a reason
 otherwise. It never raises for judge problems.
+
+Partial runs (``AgentTrace.cut``: agent span missing, spans dropped as the trace
+was too large): the record says what is missing (``render.record_notes``), every
+result's ``details.judged`` says how much was judged (steps and calls out of the
+total), and an evaluator whose questions the missing part makes unanswerable is
+``skipped`` with reason ``partial_trace`` rather than failed: those that judge the
+final response (``needs_final_response``) when it is missing, and any evaluator
+left with nothing to ask because steps were cut or not shown in full.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from ...model import AgentTrace, EvalResult
@@ -27,7 +35,7 @@ from ..base import Evaluator
 from . import qag
 from .client import BudgetExhausted, JudgeClient, JudgeError
 from .qag import Question
-from .render import JudgeView, call_label, clip, render_trace
+from .render import JudgeView, RecordFields, call_label, encode_name, inline, render_trace
 from .schema_check import check_call, tool_schemas
 
 MAX_ITEM_QUESTIONS = 40
@@ -40,7 +48,12 @@ class JudgeEvaluator(Evaluator):
     PROMPT_VERSION: ClassVar[str] = "1"
     instructions: ClassVar[str] = ""
     include_steps: ClassVar[bool] = True
+    asks_per: ClassVar[str | None] = None
+    """``"step"`` or ``"call"`` when the questions are one per step or call (capped at ``MAX_ITEM_QUESTIONS``)."""
+    needs_final_response: ClassVar[bool] = False
+    """The questions are about the final response: a cut run without one is skipped (``partial_trace``)."""
     default_threshold = 0.75
+    needs_judge = True
 
     def __init__(self, judge: JudgeClient, threshold: float | None = None) -> None:
         super().__init__(threshold)
@@ -76,24 +89,34 @@ class JudgeEvaluator(Evaluator):
 
     # -- the flow --------------------------------------------------------------
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        nothing = {"judged": judged(trace)}
         if not trace.content_captured:
-            return [self.skipped(trace, "message content was not captured; nothing to judge", reason="content_not_captured")]
+            return [self.skipped(trace, "message content was not captured; nothing to judge", nothing, reason="content_not_captured")]
         reason = self.applies(trace)
         if reason:
-            return [self.skipped(trace, reason)]
+            return [self.skipped(trace, reason, nothing)]
+        if self.needs_final_response and trace.cut and not (trace.final_output or "").strip():
+            return [self.skipped(trace, f"the run was cut before its final response ({cut_reason(trace)}): nothing to judge it on",
+                                 nothing, reason="partial_trace")]
         s = self.judge.settings
         extra, extra_details = self.context(trace)
         view = render_trace(
-            trace, max_chars=s.max_prompt_chars, max_field_chars=s.max_field_chars, extra=extra, include_steps=self.include_steps
+            trace, max_chars=s.max_prompt_chars, max_field_chars=s.max_field_chars, extra=extra, include_steps=self.include_steps,
+            redact=self.judge.redactor.redact, items=(self.asks_per, MAX_ITEM_QUESTIONS) if self.asks_per else None,
         )
         details: dict[str, Any] = {
-            "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model, "judge_view": view.describe(), **extra_details,
+            "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model, "judge_view": view.describe(),
+            "judged": judged(trace, view, self.asks_per), **extra_details,
         }
         if not view.fits:
             self._count_error("trace_too_large")
             return [self.error(trace, f"trace does not fit the judge budget even aggregated ({view.chars} chars)", "trace_too_large", details)]
-        questions = self.questions(trace, view)
+        # Questions may quote run data (tool names): kept to one line without the record's delimiter.
+        questions = [replace(q, text=inline(q.text)) for q in self.questions(trace, view)]
         if not questions:
+            if trace.cut or view.steps_summarized or view.steps_aggregated:
+                why = cut_reason(trace) if trace.cut else "steps not shown in full to fit the judge budget"
+                return [self.skipped(trace, f"nothing left to ask about: {why}", details, reason="partial_trace")]
             return [self.skipped(trace, "nothing to ask about in the part of the trace shown", details, reason="nothing_to_ask")]
         details["questions"] = [{"id": q.id, "question": q.text, "expected": q.expected} for q in questions]
         try:
@@ -118,7 +141,8 @@ class JudgeEvaluator(Evaluator):
         details.pop("questions")
         details["judge"] = {
             "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens, "usage_estimated": reply.usage_estimated,
-            "cost_usd": reply.cost_usd, "attempts": reply.attempts, "cached": reply.cached, "redactions": reply.redactions,
+            "cost_usd": reply.cost_usd, "attempts": reply.attempts, "cached": reply.cached,
+            "redactions": view.redactions + reply.redactions,
         }
         return [self.conclude(trace, self.finish(trace, questions, answers, details), details)]
 
@@ -128,6 +152,40 @@ class JudgeEvaluator(Evaluator):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.judge.model!r}, threshold={self.threshold})"
+
+
+def cut_reason(trace: AgentTrace) -> str:
+    """What is missing from a cut run, in words."""
+    parts = []
+    if trace.partial:
+        parts.append("agent span missing")
+    if trace.spans_dropped:
+        parts.append(f"{trace.spans_dropped} spans dropped as the trace was too large")
+    return ", ".join(parts)
+
+
+def judged(trace: AgentTrace, view: JudgeView | None = None, asks_per: str | None = None) -> dict[str, Any]:
+    """How much of the run the judge was asked about: steps and calls judged out of the total.
+
+    Steps judged: shown in full or summarized (per-step questions: in full, up to the question
+    limit); calls judged: those whose name and arguments are shown (per-call questions: up to
+    the limit). Totals are what the run recorded; a cut run (``spans_dropped``,
+    ``agent_span_missing``) had more.
+    """
+    steps = calls = 0
+    if view is not None:
+        steps = len(view.steps_shown) + len(view.steps_summarized)
+        calls = view.items_visible(trace, "call")
+        if asks_per == "step":
+            steps = min(view.items_visible(trace, "step"), MAX_ITEM_QUESTIONS)
+        elif asks_per == "call":
+            calls = min(calls, MAX_ITEM_QUESTIONS)
+    out: dict[str, Any] = {"steps": steps, "steps_total": len(trace.steps), "calls": calls, "calls_total": len(trace.tool_calls)}
+    if trace.partial:
+        out["agent_span_missing"] = True
+    if trace.spans_dropped:
+        out["spans_dropped"] = trace.spans_dropped
+    return out
 
 
 def shown_steps(trace: AgentTrace, view: JudgeView) -> list[Any]:
@@ -157,9 +215,10 @@ class TaskCompletion(JudgeEvaluator):
     PROMPT_VERSION = "task_completion.v2"
     default_threshold = 0.75
     instructions = "Judge whether the agent completed the user's task."
+    needs_final_response = True
 
     def applies(self, trace: AgentTrace) -> str | None:
-        if not trace.input and not trace.final_output:
+        if not trace.input and not trace.final_output and not trace.cut:
             return "neither the task nor a final response was recorded"
         return None
 
@@ -211,6 +270,7 @@ class StepFaithfulness(JudgeEvaluator):
         "Judge each step shown in full on its own: does it follow from the user's task and from what the earlier "
         "steps and tool results established, without contradicting them and without inventing facts?"
     )
+    asks_per = "step"
 
     def applies(self, trace: AgentTrace) -> str | None:
         return None if trace.steps else "no LLM turn recorded"
@@ -245,6 +305,7 @@ class ToolArgumentAccuracy(JudgeEvaluator):
     version = "2"
     PROMPT_VERSION = "tool_argument_accuracy.v2"
     default_threshold = 0.8
+    asks_per = "call"
     instructions = (
         "Judge the arguments of each tool call: are they appropriate for the tool and the task, with values taken "
         "from the task or from earlier results rather than invented, and consistent with the tool's definition when "
@@ -267,9 +328,10 @@ class ToolArgumentAccuracy(JudgeEvaluator):
         if not schemas:
             return "", {"tool_definitions_shown": []}
         s = self.judge.settings
+        fields = RecordFields(s.max_field_chars, self.judge.redactor.redact)  # definitions are data too: encoded
         budget, used, lines = s.max_prompt_chars // 4, 0, []
         for name, params in schemas.items():
-            line = f"- {name}: parameters {clip(json.dumps(params, sort_keys=True, default=str), s.max_field_chars)[0]}"
+            line = f"- {encode_name(name)}: parameters {fields(json.dumps(params, sort_keys=True, default=str))}"
             if used + len(line) > budget and lines:
                 break
             lines.append(line)
@@ -315,6 +377,7 @@ class ToolCallNecessity(JudgeEvaluator):
     version = "2"
     PROMPT_VERSION = "tool_call_necessity.v2"
     default_threshold = 0.8
+    asks_per = "call"
     instructions = "Judge whether each tool call was needed for the task, given what earlier calls had already returned."
 
     def applies(self, trace: AgentTrace) -> str | None:
@@ -385,6 +448,7 @@ class AgentMemoryEval(JudgeEvaluator):
     version = "2"
     PROMPT_VERSION = "agent_memory.v2"
     default_threshold = 0.75
+    needs_final_response = True
     instructions = (
         "The CONVERSATION SO FAR shows earlier turns of the same conversation, oldest first. Judge whether the agent "
         "in the current run uses what was said there correctly."
@@ -405,23 +469,23 @@ class AgentMemoryEval(JudgeEvaluator):
     def applies(self, trace: AgentTrace) -> str | None:
         if not self._turns(trace):
             return "no prior turns of this conversation available"
-        return None if trace.final_output else "no final response"
+        return None if trace.final_output or trace.cut else "no final response"
 
     def context(self, trace: AgentTrace) -> tuple[str, dict[str, Any]]:
         turns = self._turns(trace)
         s = self.judge.settings
         budget = s.max_prompt_chars // 3
+        fields = RecordFields(s.max_field_chars, self.judge.redactor.redact)
         rendered: list[str] = []
         used = 0
         for number in range(len(turns) - 1, -1, -1):
             turn = turns[number]
-            text = (f"TURN {number + 1}:\n  user: {clip(turn.input or '', s.max_field_chars)[0]}\n"
-                    f"  agent: {clip(turn.output or '', s.max_field_chars)[0]}")
+            text = f"TURN {number + 1}:\n  user: {fields(turn.input) or '(none)'}\n  agent: {fields(turn.output) or '(none)'}"
             if used + len(text) > budget and rendered:
                 break
             rendered.insert(0, text)
             used += len(text)
-        shown = {"prior_turns_total": len(turns), "prior_turns_shown": len(rendered)}
+        shown = {"prior_turns_total": len(turns), "prior_turns_shown": len(rendered), "prior_turns_redactions": fields.redactions}
         return "CONVERSATION SO FAR:\n" + "\n".join(rendered) + "\n\nCURRENT RUN:", shown
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
@@ -442,7 +506,8 @@ class ResponseFacts(JudgeEvaluator):
 
     Facts are ``facts`` (the same for every trace) or ``facts_for(trace)``
     (e.g. looked up by ``trace.input`` or trace id in a dataset). No facts:
-    skipped. No final output: score 0 without asking the judge.
+    skipped. No final output: score 0 without asking the judge (a cut run without one:
+    skipped, ``partial_trace``).
     """
 
     name = "response_facts"
@@ -451,6 +516,7 @@ class ResponseFacts(JudgeEvaluator):
     default_threshold = 1.0
     instructions = "Judge only the FINAL RESPONSE: does it state each expected fact (in any wording)?"
     include_steps = False
+    needs_final_response = True
 
     def __init__(
         self, judge: JudgeClient, threshold: float | None = None, *,
@@ -472,9 +538,10 @@ class ResponseFacts(JudgeEvaluator):
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         facts = self.expected(trace)
-        if facts and trace.content_captured and not (trace.final_output or "").strip():
+        if facts and trace.content_captured and not trace.cut and not (trace.final_output or "").strip():
             return [self.scored(trace, 0.0, "no final response: none of the expected facts stated",
-                                {"facts": facts, "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model})]
+                                {"facts": facts, "prompt_version": self.PROMPT_VERSION, "judge_model": self.judge.model,
+                                 "judged": judged(trace)})]
         return super().evaluate(trace)
 
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:

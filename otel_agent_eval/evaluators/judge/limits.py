@@ -1,4 +1,4 @@
-"""Throttles and memory for the judge: token buckets, the hourly budget, the answer cache.
+"""Throttles and memory for the judge: token buckets, the hourly budget, the circuit breaker, the answer cache.
 
 Thread safe (evaluators run on several worker threads), clock injectable for tests.
 """
@@ -57,11 +57,24 @@ class TokenBucket:
                 self._tokens = min(self.capacity, self._tokens + amount)
 
 
+class Reservation:
+    """Tokens and USD held by one judge call in flight, until ``HourlyBudget.settle``."""
+
+    __slots__ = ("tokens", "usd", "open")
+
+    def __init__(self, tokens: float, usd: float) -> None:
+        self.tokens = tokens
+        self.usd = usd
+        self.open = True
+
+
 class HourlyBudget:
     """Tokens and estimated USD spent over the last hour, in one-minute slots.
 
-    ``exhausted()`` is checked before each judge call; spending is recorded
-    from the actual usage afterwards. A call in flight may overshoot by one call.
+    A call ``reserve``s its estimate before it is sent and ``settle``s with the
+    real usage after; a call is refused once spent plus reserved reaches the
+    budget. So, whatever the concurrency, the budget is overshot by at most
+    one call (and by how much calls exceed their estimates).
     """
 
     SLOT_SECONDS = 60.0
@@ -71,6 +84,7 @@ class HourlyBudget:
         self.max_usd = max_usd
         self.clock = clock
         self._slots: deque[list[float]] = deque()  # [slot start, tokens, usd]
+        self._reserved = [0.0, 0.0]  # tokens, usd of calls in flight
         self._lock = threading.Lock()
 
     @property
@@ -81,27 +95,57 @@ class HourlyBudget:
         while self._slots and now - self._slots[0][0] >= 3600.0:
             self._slots.popleft()
 
+    def reserve(self, tokens: float, usd: float) -> Reservation | None:
+        """Hold an estimate for a call about to be sent; None when the budget is spent (spent + reserved)."""
+        reservation = Reservation(tokens, usd)
+        if not self.enabled:
+            return reservation
+        with self._lock:
+            tokens_spent, usd_spent = self._spent_locked()
+            if self._ratio(tokens_spent + self._reserved[0], usd_spent + self._reserved[1]) <= 0.0:
+                return None
+            self._reserved[0] += tokens
+            self._reserved[1] += usd
+        return reservation
+
+    def settle(self, reservation: Reservation, tokens: float = 0, usd: float = 0.0) -> None:
+        """Release the reservation and record the real usage (none if the call failed before an answer). Idempotent."""
+        if not self.enabled or not reservation.open:
+            return
+        with self._lock:
+            if not reservation.open:
+                return
+            reservation.open = False
+            self._reserved[0] -= reservation.tokens
+            self._reserved[1] -= reservation.usd
+            self._add(tokens, usd)
+
     def spend(self, tokens: int, usd: float) -> None:
+        """Record usage that had no reservation."""
         if not self.enabled:
             return
         with self._lock:
-            now = self.clock()
-            self._expire(now)
-            if not self._slots or now - self._slots[-1][0] >= self.SLOT_SECONDS:
-                self._slots.append([now, 0.0, 0.0])
-            self._slots[-1][1] += tokens
-            self._slots[-1][2] += usd
+            self._add(tokens, usd)
+
+    def _add(self, tokens: float, usd: float) -> None:
+        if not tokens and not usd:
+            return
+        now = self.clock()
+        self._expire(now)
+        if not self._slots or now - self._slots[-1][0] >= self.SLOT_SECONDS:
+            self._slots.append([now, 0.0, 0.0])
+        self._slots[-1][1] += tokens
+        self._slots[-1][2] += usd
+
+    def _spent_locked(self) -> tuple[float, float]:
+        self._expire(self.clock())
+        return sum(s[1] for s in self._slots), sum(s[2] for s in self._slots)
 
     def spent(self) -> tuple[float, float]:
         with self._lock:
-            self._expire(self.clock())
-            return sum(s[1] for s in self._slots), sum(s[2] for s in self._slots)
+            return self._spent_locked()
 
-    def remaining_ratio(self) -> float:
-        """The tighter of the token and USD budgets, as a share left in [0, 1]; 1 without a budget."""
-        if not self.enabled:
-            return 1.0
-        tokens, usd = self.spent()
+    def _ratio(self, tokens: float, usd: float) -> float:
         ratios = []
         if self.max_tokens:
             ratios.append(1.0 - tokens / self.max_tokens)
@@ -109,8 +153,89 @@ class HourlyBudget:
             ratios.append(1.0 - usd / self.max_usd)
         return max(0.0, min(ratios))
 
+    def remaining_ratio(self) -> float:
+        """The tighter of the token and USD budgets, as a share left in [0, 1]; 1 without a budget."""
+        if not self.enabled:
+            return 1.0
+        return self._ratio(*self.spent())
+
     def exhausted(self) -> bool:
-        return self.enabled and self.remaining_ratio() <= 0.0
+        """Spent, or about to be by the calls in flight."""
+        if not self.enabled:
+            return False
+        with self._lock:
+            tokens, usd = self._spent_locked()
+            return self._ratio(tokens + self._reserved[0], usd + self._reserved[1]) <= 0.0
+
+
+class CircuitBreaker:
+    """Fail fast while the judge is down, then let one probe call decide.
+
+    ``closed``: calls go through; ``failures`` consecutive failures open it.
+    ``open``: calls are refused for ``cooldown`` seconds. Then ``half_open``:
+    the first caller is the probe, the others are refused until it reports;
+    success closes the breaker, failure opens it again. ``failures=0`` disables it.
+    """
+
+    CLOSED, OPEN, HALF_OPEN = 0, 1, 2
+    STATE_NAMES = ("closed", "open", "half_open")
+
+    def __init__(self, failures: int, cooldown: float, clock: Clock = time.monotonic) -> None:
+        self.failures = failures
+        self.cooldown = cooldown
+        self.clock = clock
+        self.state = self.CLOSED
+        self.consecutive = 0
+        self._opened_at = 0.0
+        self._probing = False
+        self._lock = threading.Lock()
+
+    def allow(self) -> bool:
+        """May a call go out now? A True in ``half_open`` makes the caller the probe: it must ``record``."""
+        if not self.failures or self.state == self.CLOSED:
+            return True
+        with self._lock:
+            if self.state == self.OPEN and self.clock() - self._opened_at >= self.cooldown:
+                self.state = self.HALF_OPEN
+                self._probing = False
+            if self.state == self.HALF_OPEN and not self._probing:
+                self._probing = True
+                return True
+            return self.state == self.CLOSED
+
+    def record(self, ok: bool | None) -> None:
+        """The outcome of an allowed call: True (the judge answered), False (unavailable, timed out), None (not sent)."""
+        if not self.failures:
+            return
+        with self._lock:
+            if self.state == self.HALF_OPEN:
+                if ok is None:
+                    self._probing = False  # the probe never reached the judge: the next caller probes
+                elif ok:
+                    self.state, self.consecutive = self.CLOSED, 0
+                else:
+                    self._open()
+            elif ok:
+                self.consecutive = 0
+            elif ok is False:
+                self.consecutive += 1
+                if self.state == self.CLOSED and self.consecutive >= self.failures:
+                    self._open()
+
+    def _open(self) -> None:
+        self.state = self.OPEN
+        self._opened_at = self.clock()
+        self._probing = False
+
+    def current(self) -> int:
+        """The state as the gauge shows it: an open breaker whose cool-down has passed is half-open."""
+        if self.state == self.OPEN and self.clock() - self._opened_at >= self.cooldown:
+            return self.HALF_OPEN
+        return self.state
+
+    def retry_in(self) -> float:
+        """Seconds until the next probe may go (0 unless open)."""
+        return max(0.0, self.cooldown - (self.clock() - self._opened_at)) if self.state == self.OPEN else 0.0
 
 
 _SPACES = re.compile(r"\s+")

@@ -48,7 +48,20 @@ class JudgeMetrics:
             registry=registry,
         )
         self.budget_remaining.set(1.0)
+        self.breaker_state = Gauge(
+            "agent_eval_judge_breaker_state", "Judge circuit breaker: 0 closed, 1 open (failing fast), 2 half-open (one probe)",
+            registry=registry,
+        )
+        self.breaker_rejections = Counter(
+            "agent_eval_judge_breaker_rejections",
+            "Judge evaluations failed fast (error, judge_unavailable) while the breaker was open: no request sent",
+            ["evaluator"], registry=registry,
+        )
 
     def watch_budget(self, remaining: Callable[[], float]) -> None:
         """Read the budget at scrape time, so the gauge never lags."""
         self.budget_remaining.set_function(remaining)
+
+    def watch_breaker(self, state: Callable[[], int]) -> None:
+        """Read the breaker state at scrape time (it moves from open to half-open on its own clock)."""
+        self.breaker_state.set_function(state)

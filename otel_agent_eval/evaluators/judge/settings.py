@@ -53,7 +53,11 @@ class JudgeSettings(BaseModel):
     backoff_seconds: float = Field(0.5, ge=0.0, description="First retry delay; doubles per retry (with jitter), unless the server sends Retry-After.")
     max_backoff_seconds: float = Field(20.0, ge=0.0, description="Longest single retry delay, Retry-After included.")
     # throughput and cost
-    concurrency: int = Field(4, ge=1, le=256, description="Judge requests in flight at once (all judge evaluators together).")
+    concurrency: int = Field(4, ge=1, le=256, description="Judge requests in flight at once (all judge evaluators together); also the judge stage's worker threads, and the offline evaluate's.")
+    sample_rate: float = Field(1.0, ge=0.0, le=1.0, description="Share of evaluated agent runs the judge evaluators also see, by trace id (TraceIdRatioBased rule); the others are counted in judge_sampling_decisions{not_sampled}.")
+    max_queued: int = Field(200, ge=1, description="Agent runs waiting for a judge worker; beyond, the oldest is dropped (judge_queue_full). Deterministic results are not held back.")
+    breaker_failures: int = Field(5, ge=0, description="Consecutive judge calls failing as judge_unavailable or judge_timeout (after retries) that open the circuit breaker; 0 disables it.")
+    breaker_cooldown_seconds: float = Field(30.0, gt=0, description="How long an open breaker fails judge evaluations fast (error, judge_unavailable) before one probe call decides whether it closes.")
     requests_per_minute: float = Field(0.0, ge=0.0, description="Token-bucket limit on judge requests per minute; 0: no limit.")
     tokens_per_minute: float = Field(0.0, ge=0.0, description="Token-bucket limit on judge tokens (input + output, estimated before the call) per minute; 0: no limit.")
     budget_tokens_per_hour: int = Field(0, ge=0, description="Judge tokens per sliding hour; beyond, judge evaluators are skipped (budget_exhausted). 0: no limit.")

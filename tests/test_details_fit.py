@@ -1,0 +1,89 @@
+"""``agent_eval.details`` fits its limit as valid JSON, shortened by structure (sinks/fit.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_agent_eval.model import EvalResult
+from otel_agent_eval.sinks.fit import SHORTENED_KEY, dumps, fit_json
+from otel_agent_eval.sinks.otel import MAX_DETAILS, log_attributes
+
+
+def thirty_call_details() -> dict[str, Any]:
+    """The shape of a tool_argument_accuracy result on a 30-call trace: over 4,000 characters."""
+    return {
+        "answers": [
+            {"id": f"call_{i}_0", "question": f"Are the arguments of tool call {i}.0 (search) appropriate for the tool and "
+             "the task, with no invented values?", "expected": "yes", "answer": "yes", "reason": "the query matches the task"}
+            for i in range(30)
+        ],
+        "judge_view": {"steps_shown": list(range(30)), "steps_summarized": [], "chars": 9000},
+        "prompt_version": "tool_argument_accuracy.v1",
+        "schema_check": "all arguments valid",
+    }
+
+
+def test_small_details_are_unchanged() -> None:
+    details = {"reason": "timeout", "n": 3}
+    assert fit_json(details, 4000) == dumps(details)
+
+
+def test_a_thirty_call_result_stays_valid_json_and_says_what_was_shortened() -> None:
+    details = thirty_call_details()
+    assert len(dumps(details)) > MAX_DETAILS
+    result = EvalResult(evaluator="tool_argument_accuracy", label="pass", score=1.0, details=details)
+    text = log_attributes(result)["agent_eval.details"]
+    assert len(text) <= MAX_DETAILS
+    parsed = json.loads(text)
+    shortened = parsed[SHORTENED_KEY]
+    assert shortened["original_chars"] == len(dumps(details))
+    assert parsed["prompt_version"] == "tool_argument_accuracy.v1"  # short fields survive as they were
+    answers = parsed["answers"]
+    assert answers[-1] == f"[... {30 - (len(answers) - 1)} more items]"
+    assert shortened["items_omitted"] >= 30 - (len(answers) - 1)
+    assert answers[0]["id"] == "call_0_0"
+
+
+def test_long_strings_are_clipped_longest_first_with_the_count_omitted() -> None:
+    details = {"long": "a" * 10_000, "short": "kept as is"}
+    parsed = json.loads(fit_json(details, 1000))
+    assert parsed["short"] == "kept as is"
+    head, marker = parsed["long"].split("...[")
+    assert marker == f"{10_000 - len(head)} chars omitted]"
+    assert parsed[SHORTENED_KEY]["strings_clipped"] == 1
+
+
+def test_containers_collapse_when_clipping_and_cutting_are_not_enough() -> None:
+    details = {"schema_check": {f"call_{i}": ["missing required property 'q'"] for i in range(200)}, "reason": "x"}
+    parsed = json.loads(fit_json(details, 500))
+    assert parsed["reason"] == "x"
+    assert parsed["schema_check"] == "[object of 200 keys omitted]" or parsed[SHORTENED_KEY]["parts_collapsed"]
+
+
+def test_a_non_dict_value_and_a_tiny_limit_still_give_valid_json() -> None:
+    assert json.loads(fit_json(["x" * 100] * 100, 300))["value"]
+    assert fit_json({str(i): i for i in range(1000)}, 10) == "{}"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=400),
+    lambda children: st.lists(children, max_size=30) | st.dictionaries(st.text(max_size=20), children, max_size=12),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.dictionaries(st.text(max_size=20), json_values, max_size=12), st.integers(min_value=2, max_value=5000))
+def test_any_details_fit_any_limit_as_valid_json(details: dict[str, Any], limit: int) -> None:
+    text = fit_json(details, limit)
+    assert len(text) <= limit
+    parsed = json.loads(text)
+    assert isinstance(parsed, dict)
+    if len(dumps(details)) <= limit:
+        assert text == dumps(details)
+    elif parsed:
+        assert parsed[SHORTENED_KEY]["original_chars"] == len(dumps(details))
