@@ -1,6 +1,7 @@
 """Acceptance (issue 15): LlamaIndex agents (``FunctionAgent`` in an ``AgentWorkflow`` with a handoff,
 and ``ReActAgent``) with OpenInference's ``LlamaIndexInstrumentor``, every model call a real streamed
-chat completions request to the scripted local server running in this process.
+chat completions request to the scripted local server (``tests/openai_server.py``) running in this
+process.
 
 LlamaIndex's OpenAI LLM needs ``openai`` 2.x and the main test venv has 3.x, so the framework runs
 in its own venv (``tests/frameworks/venvs.py``, ``tests/frameworks/envs/llamaindex.txt``) as a
@@ -46,7 +47,7 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.frameworks.openai_server import OpenAIServer, Scripted, text, tool_calls, usage_of
+from tests.openai_server import counted_usage, scripted, text, tool_calls
 from tests.frameworks.venvs import framework_python
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "llamaindex_run.py"
@@ -89,7 +90,7 @@ class Run:
 
     def usage(self, n: int) -> tuple[int, int]:
         """The n-th response's usage: none when streamed (LlamaIndex asks for no usage then)."""
-        return (0, 0) if self.streamed else usage_of(n)
+        return (0, 0) if self.streamed else counted_usage(n, {}, "")
 
     def tools(self, name: str) -> list[RecordSpan]:
         return [s for s in self.spans if s.attributes.get("tool.name") == name]
@@ -101,7 +102,7 @@ def llamaindex_python() -> Path:
 
 
 def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
-    with OpenAIServer(Scripted(script)) as server:
+    with scripted(script) as server:
         done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out)],
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-4000:]

@@ -44,16 +44,21 @@ from tests.frameworks.harness import (  # noqa: E402
     steps_in_order,
     trace,
 )
-from tests.frameworks.openai_server import OpenAIServer, Scripted, usage_of  # noqa: E402
+from tests.openai_server import FakeOpenAI, counted_usage, scripted  # noqa: E402
 
 TOOL_ERROR = "RuntimeError: Chez Test is fully booked"
+
+
+def usage_of(n: int) -> tuple[int, int]:
+    """The usage the server reports for its n-th request (``counted_usage``)."""
+    return counted_usage(n, {}, "")
 
 
 @dataclass
 class Run:
     telemetry: Telemetry
     output: str
-    server: OpenAIServer
+    server: FakeOpenAI
     recorder: RecordingSink
     registry: CollectorRegistry
     flushed: bool
@@ -80,7 +85,7 @@ class Run:
         return int(llm.attributes["llm.token_count.prompt"]), int(llm.attributes["llm.token_count.completion"])
 
 
-def scripted_run(script: dict, scenario: Callable[[OpenAIServer], str]) -> Iterator[Run]:
+def scripted_run(script: dict, scenario: Callable[[FakeOpenAI], str]) -> Iterator[Run]:
     """The scenario traced by OpenInference, with the processor installed on the same provider."""
     telemetry = make_telemetry()
     registry = CollectorRegistry()
@@ -90,7 +95,7 @@ def scripted_run(script: dict, scenario: Callable[[OpenAIServer], str]) -> Itera
     instrumentor = SmolagentsInstrumentor()
     instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
     try:
-        with OpenAIServer(Scripted(script)) as server:
+        with scripted(script) as server:
             output = scenario(server)
             assert server.errors == []
     finally:
@@ -196,7 +201,7 @@ def test_tool_calling_agent_tree(tool_calling: Run) -> None:
 def expected_code(run: Run) -> list[AgentTrace]:
     llms = run.llms(sc.CODER_MODEL)
     weather, book, final = run.tools("get_weather"), run.tools("book_table"), run.tools("final_answer")
-    texts = [r.text for r in sc.CODE_SCRIPT[sc.CODER_MODEL]]
+    texts = [r.content for r in sc.CODE_SCRIPT[sc.CODER_MODEL]]
     return [trace(run.agent("coder"), "coder", input=sc.QUESTION, final_output=sc.FINAL_ANSWER, steps=[
         # The code's tool calls, with the arguments the tool spans record: no call ids in code.
         step(0, llms[0], [call(weather[0], "get_weather", {"city": "Paris"}, "sunny, 21C", call_id=None),

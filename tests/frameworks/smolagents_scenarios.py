@@ -1,4 +1,4 @@
-"""Scripted smolagents runs against the local OpenAI-compatible server (``openai_server``), with
+"""Scripted smolagents runs against the local OpenAI-compatible server (``tests/openai_server.py``), with
 ``OpenAIServerModel`` pointed at it: every model call is a real chat completions request.
 Instrumentation (OpenInference's ``SmolagentsInstrumentor``) is the caller's business.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from smolagents import CodeAgent, OpenAIServerModel, ToolCallingAgent, tool
 
-from .openai_server import OpenAIServer, Reply, Scripted, text, tool_calls
+from tests.openai_server import Behaviour, FakeOpenAI, text, tool_calls
 
 QUESTION = "What's the weather in Paris and Rome, and can you get me a table at Chez Test for 2?"
 WEATHER_TASK = "Weather in Oslo?"
@@ -50,7 +50,7 @@ TOOL_CALLING_SCRIPT = {
 }
 
 
-def code(thought: str, source: str) -> Reply:
+def code(thought: str, source: str) -> Behaviour:
     return text(f"Thought: {thought}\n<code>\n{source}\n</code>")
 
 
@@ -84,11 +84,11 @@ def book_table(restaurant: str, people: int) -> str:
     raise RuntimeError(f"{restaurant} is fully booked")
 
 
-def _model(server: OpenAIServer, name: str) -> OpenAIServerModel:
+def _model(server: FakeOpenAI, name: str) -> OpenAIServerModel:
     return OpenAIServerModel(model_id=name, api_base=server.base_url, api_key="test", client_kwargs={"max_retries": 0})
 
 
-def run_tool_calling(server: OpenAIServer) -> str:
+def run_tool_calling(server: FakeOpenAI) -> str:
     """Runs the ``ToolCallingAgent`` scenario (instrument before calling). Returns the final output."""
     weather_agent = ToolCallingAgent(
         tools=[get_weather], model=_model(server, WEATHER_MODEL), name="weather_agent",
@@ -101,7 +101,7 @@ def run_tool_calling(server: OpenAIServer) -> str:
     return str(planner.run(QUESTION))
 
 
-def run_code(server: OpenAIServer) -> str:
+def run_code(server: FakeOpenAI) -> str:
     """Runs the ``CodeAgent`` scenario (instrument before calling). Returns the final output."""
     coder = CodeAgent(
         tools=[get_weather, book_table], model=_model(server, CODER_MODEL), name="coder", max_steps=5, verbosity_level=0,
