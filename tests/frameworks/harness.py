@@ -115,7 +115,9 @@ def step(
         tool_calls=list(calls),
         model=model,
         usage=TokenUsage(input_tokens=usage[0], output_tokens=usage[1]),
-        span_ids=[*([hex_span(turn)] if turn is not None else []), hex_span(llm), *(c.span_id for c in calls)],
+        # tool spans in start order, as assembly lists them (parallel calls may start either way round)
+        span_ids=[*([hex_span(turn)] if turn is not None else []), hex_span(llm),
+                  *(c.span_id for c in sorted(calls, key=lambda c: (c.start_time_unix_nano or 0, c.span_id or "")))],
         error=None,
         issues=[],
     )
