@@ -55,7 +55,7 @@ def run(server: FakeOpenAI, concurrency: int, traces: int) -> tuple[float, int, 
         agent.run(tracer, f"Weather in city {i}?", [Turn(tool_calls=[("get_weather", {"city": f"c{i}"})]), Turn(text=f"{i}C")])
     processor.force_flush(600_000)
     elapsed = time.perf_counter() - started
-    evaluated = int(registry.get_sample_value("agent_eval_traces_judged_total", {"agent": "weather"}) or 0)
+    evaluated = processor.stats.traces_judged.total()
     processor.shutdown()
     judge.close()
     requests = server.request_count - before

@@ -72,15 +72,19 @@ from .dialects.base import (
     WORKFLOW,
     Message,
     Operation,
+    as_str,
     canonical_json,
     last_user_text,
     maybe_json,
     span_error,
 )
+from .metadata import run_metadata
 from .model import AgentStep, AgentTrace, step_texts
 from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
 from .semconv_run import assemble_semconv_run
 
+AGENT_NAME_KEY = "gen_ai.agent.name"
+"""Names the agent on any span of its run: what a run whose agent span is missing is named by."""
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering a tool span after the LLM span that requested it."""
 
@@ -597,6 +601,7 @@ class _TraceAssembly:
             ),
             issues=issues,
             partial=scope.key not in self.records,
+            metadata=run_metadata(root.resource, agent.record.attributes if agent else None),
         ))
 
     def _backfill_results(self, scope: _Scope, drafts: list[_StepDraft]) -> None:
@@ -1002,6 +1007,15 @@ def _agent_name(agent: Operation | None, root: SpanRecord, scope: _Scope) -> str
             return op.agent_name
     if agent is not None:
         return agent.record.name
+    if scope.key != root.span_id:
+        # The agent span is missing (still open at idle timeout or max age, or dropped) and
+        # ``root`` is one of its children: the run's spans may name the agent, a child's
+        # span name never does.
+        for record in [root] + [op.record for op in scope.llms + scope.tools + scope.steps]:
+            name = as_str(record.attributes.get(AGENT_NAME_KEY))
+            if name:
+                return name
+        return "unknown"
     return root.name or "unknown"
 
 

@@ -5,8 +5,31 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .config import ConfigError
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, with the command's flags over them; each ``--threshold``
+    overrides the environment's threshold for its evaluator only."""
+    from .config import Settings, check_thresholds, parse_thresholds
+
+    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    settings = Settings.load(**overrides)
+    if not args.threshold:
+        return settings
+    chosen: dict[str, float] = {}
+    for text in args.threshold:
+        try:
+            chosen.update(check_thresholds(parse_thresholds(text)))
+        except ValueError as exc:
+            raise ConfigError(f"--threshold {text!r}: {exc}") from None
+    return Settings.load(**overrides, thresholds={**settings.thresholds, **chosen})
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -20,7 +43,6 @@ def _demo(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     import json
 
-    from .config import Settings
     from .evaluators import build_configured_evaluators
     from .offline import Gate, evaluate_records, print_text, read_files, to_json
 
@@ -29,8 +51,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     except ImportError:
         return _missing_otlp_extra("evaluate")
 
-    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
-    settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+    settings = _settings(args)
     try:
         gates = [Gate.parse(g) for g in args.gate]
         evaluators, judge = build_configured_evaluators(settings)
@@ -58,8 +79,6 @@ def _missing_otlp_extra(command: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .config import Settings
-
     try:
         from .server import ServeOptions, serve
     except ImportError:
@@ -68,8 +87,7 @@ def _serve(args: argparse.Namespace) -> int:
     def port(value: int) -> int | None:
         return None if value < 0 else value
 
-    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
-    settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+    settings = _settings(args)
     try:
         options = ServeOptions(
             host=args.host, http_port=port(args.http_port), grpc_port=port(args.grpc_port),
@@ -109,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("files", nargs="+", help="OTLP trace files")
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
     evaluate.add_argument("--evaluators", default=None, help="comma-separated built-in evaluators (default: OTEL_AGENT_EVAL_EVALUATORS or all deterministic)")
-    evaluate.add_argument("--expectations", default=None, help="JSON file of tool-call expectation rules")
+    evaluate.add_argument("--expectations", default=None,
+                          help="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds")
+    evaluate.add_argument("--threshold", action="append", default=[], metavar="EVALUATOR=VALUE",
+                          help="pass threshold of one evaluator, over OTEL_AGENT_EVAL_THRESHOLDS (repeatable)")
     evaluate.add_argument("--gate", action="append", default=[], metavar="EVALUATOR=MIN_PASS_RATE",
                           help="exit 1 when the evaluator's pass rate is below this (repeatable)")
     evaluate.set_defaults(func=_evaluate)
@@ -130,7 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--export-protocol", choices=("http/protobuf", "grpc"), default=None,
                        help="default: OTEL_EXPORTER_OTLP_PROTOCOL or http/protobuf")
     serve.add_argument("--evaluators", default=None, help="comma-separated built-in evaluators (default: OTEL_AGENT_EVAL_EVALUATORS)")
-    serve.add_argument("--expectations", default=None, help="JSON file of tool-call expectation rules")
+    serve.add_argument("--expectations", default=None,
+                       help="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds")
+    serve.add_argument("--threshold", action="append", default=[], metavar="EVALUATOR=VALUE",
+                       help="pass threshold of one evaluator, over OTEL_AGENT_EVAL_THRESHOLDS (repeatable)")
     serve.set_defaults(func=_serve)
     mcp = commands.add_parser("mcp", help="MCP server with evaluation tools (stdio, or streamable HTTP with --port)")
     mcp.add_argument("--port", type=int, default=None, help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)")

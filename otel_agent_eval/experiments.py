@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .assemble import assemble
 from .evaluators.base import Evaluator, safe_evaluate
 from .evaluators.tool_calls import ToolExpectation
-from .model import LABELS, AgentTrace, EvalResult
+from .model import LABELS, EvalResult
+from .pipeline import flatten
 from .records import OWN_SCOPE, from_readable_span
 from .stats_ci import Interval, two_proportion_test, wilson_interval
 
@@ -242,7 +243,7 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
         spans = capture.close(trace_id)
     seconds = time.perf_counter() - started
     records = [from_readable_span(s) for s in spans if s.instrumentation_scope is None or s.instrumentation_scope.name != OWN_SCOPE]
-    runs = _flatten(assemble(records))
+    runs = flatten(assemble(records))
     results: list[EvalResult] = []
     for run in runs:
         run = run.model_copy(update={"metadata": {**run.metadata, CASE_ID_KEY: case.id}})
@@ -251,14 +252,6 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
         for evaluator in evaluators:
             results.extend(safe_evaluate(evaluator, run)[0])
     return CaseResult(case.id, len(runs), results, output, task_error, seconds)
-
-
-def _flatten(traces: Iterable[AgentTrace]) -> list[AgentTrace]:
-    out: list[AgentTrace] = []
-    for t in traces:
-        out.append(t)
-        out.extend(_flatten(t.children))
-    return out
 
 
 def run_experiment(

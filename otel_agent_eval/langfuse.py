@@ -23,6 +23,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from .metadata import resource_metadata
 from .records import STATUS_ERROR, STATUS_UNSET, SpanRecord
 
 __all__ = ["content_attribute_keys", "load_attribute_map", "load_langfuse_export"]
@@ -160,8 +161,11 @@ def _restore_content(attributes: dict[str, Any], key: str, value: Any) -> None:
     attributes[key] = value if isinstance(value, str) else _to_json(value)
 
 
-def _record_from_observation(obs: Mapping[str, Any]) -> SpanRecord:
+def _record_from_observation(obs: Mapping[str, Any], resources: dict[Any, Mapping[str, Any]]) -> SpanRecord:
+    """``resources`` shares one ``resource_metadata`` mapping per distinct resource of an export."""
     metadata = obs.get("metadata") or {}
+    resource = resource_metadata(metadata.get("resourceAttributes"))
+    resource = resources.setdefault(tuple(resource.items()), resource)
     scope_name = (metadata.get("scope") or {}).get("name") or ""
     name = obs.get("name") or ""
     attributes = _normalize_attributes(metadata.get("attributes"))
@@ -169,9 +173,6 @@ def _record_from_observation(obs: Mapping[str, Any]) -> SpanRecord:
     if keys is not None:
         _restore_content(attributes, keys[0], obs.get("input"))
         _restore_content(attributes, keys[1], obs.get("output"))
-    service_name = (metadata.get("resourceAttributes") or {}).get("service.name")
-    if service_name is not None and "service.name" not in attributes:
-        attributes["service.name"] = service_name
     start = iso_to_unix_nano(obs["startTime"])
     end = iso_to_unix_nano(obs["endTime"]) if obs.get("endTime") else start
     parent = obs.get("parentObservationId")
@@ -187,6 +188,7 @@ def _record_from_observation(obs: Mapping[str, Any]) -> SpanRecord:
         status_code=STATUS_ERROR if is_error else STATUS_UNSET,
         status_message=(obs.get("statusMessage") or None) if is_error else None,
         scope_name=scope_name,
+        resource=resource,
     )
 
 
@@ -201,9 +203,10 @@ def load_langfuse_export(path: str | PathLike[str]) -> list[SpanRecord]:
     if not isinstance(observations, list):
         raise ValueError(f"{path}: not a Langfuse export (no 'observations' list)")
     records = []
+    resources: dict[Any, Mapping[str, Any]] = {}
     for i, obs in enumerate(observations):
         try:
-            records.append(_record_from_observation(obs))
+            records.append(_record_from_observation(obs, resources))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: observations[{i}]: {exc!r}") from exc
     return sorted(records, key=lambda r: (r.start_time_unix_nano, r.end_time_unix_nano))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
 from . import otlp_json
 from .otlp_json import OTLPDecodeError
+from .metadata import resource_metadata
 from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
 
 __all__ = [
@@ -57,7 +58,6 @@ _STATUS_NAMES = {
 }
 _HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-_SERVICE_NAME = "service.name"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -117,24 +117,22 @@ def spans_from_request(req: ExportTraceServiceRequest) -> list[SpanRecord]:
     """Convert every span of an export request into a ``SpanRecord``.
 
     Resource attributes are not merged into span attributes (they would bloat every
-    span); only ``service.name`` is copied, and only if the span lacks that key.
+    span): each ``ResourceSpans`` gives one ``resource_metadata`` mapping that its
+    records share.
     """
     records: list[SpanRecord] = []
     for r_idx, resource_spans in enumerate(req.resource_spans):
-        resource_attrs = attributes_to_dict(resource_spans.resource.attributes)
-        service_name = resource_attrs.get(_SERVICE_NAME)
+        resource = resource_metadata(attributes_to_dict(resource_spans.resource.attributes))
         for s_idx, scope_spans in enumerate(resource_spans.scope_spans):
             scope_name = scope_spans.scope.name
             for p_idx, span in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r_idx}].scopeSpans[{s_idx}].spans[{p_idx}]"
-                records.append(_span_record(span, scope_name, service_name, where))
+                records.append(_span_record(span, scope_name, resource, where))
     return records
 
 
-def _span_record(span: Span, scope_name: str, service_name: Any, where: str) -> SpanRecord:
+def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any], where: str) -> SpanRecord:
     attributes = attributes_to_dict(span.attributes)
-    if service_name is not None and _SERVICE_NAME not in attributes:
-        attributes[_SERVICE_NAME] = service_name
     events = tuple(
         SpanEvent(e.name, e.time_unix_nano, attributes_to_dict(e.attributes)) for e in span.events
     )
@@ -154,6 +152,7 @@ def _span_record(span: Span, scope_name: str, service_name: Any, where: str) -> 
         kind=_KIND_NAMES.get(span.kind, "INTERNAL"),
         scope_name=scope_name,
         parent_is_remote=parent_is_remote,
+        resource=resource,
     )
 
 

@@ -15,9 +15,10 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .metadata import resource_metadata
 from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
 
 try:
@@ -154,7 +155,7 @@ def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
     return node.get(snake) if value is None else value
 
 
-def _span(span: Any, scope_name: str, service: Any) -> SpanRecord:
+def _span(span: Any, scope_name: str, resource: Mapping[str, Any]) -> SpanRecord:
     """One span object; errors name the field relative to the span (``spans()`` adds where it is)."""
     if type(span) is not dict:
         raise OTLPDecodeError(f": expected a JSON object, got {type(span).__name__}")
@@ -178,9 +179,6 @@ def _span(span: Any, scope_name: str, service: Any) -> SpanRecord:
     start = start if type(start) is int else _int(start, ".startTimeUnixNano")
     end = _field(span, "endTimeUnixNano", "end_time_unix_nano")
     end = end if type(end) is int else _int(end, ".endTimeUnixNano")
-    attrs = attributes(get("attributes"), "")
-    if service is not None and "service.name" not in attrs:
-        attrs["service.name"] = service
     return SpanRecord(
         trace_id=_required_id(_field(span, "traceId", "trace_id"), 16, ".traceId"),
         span_id=_required_id(_field(span, "spanId", "span_id"), 8, ".spanId"),
@@ -188,13 +186,14 @@ def _span(span: Any, scope_name: str, service: Any) -> SpanRecord:
         name=str(get("name") or ""),
         start_time_unix_nano=start,
         end_time_unix_nano=end or start,
-        attributes=attrs,
+        attributes=attributes(get("attributes"), ""),
         events=events,
         status_code=_STATUSES.get(code, STATUS_UNSET),
         status_message=message,
         kind=_KINDS.get(get("kind", 0), "INTERNAL"),
         scope_name=scope_name,
         parent_is_remote=bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE),
+        resource=resource,
     )
 
 
@@ -208,15 +207,14 @@ def spans(doc: Any, where: str) -> Iterator[SpanRecord]:
     for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", f"{where}: ExportTraceServiceRequest")):
         r_where = f"{where}: resourceSpans[{r}]"
         resource_spans = _object(resource_spans, r_where)
-        resource = attributes((resource_spans.get("resource") or {}).get("attributes"), f"{r_where}.resource")
-        service = resource.get("service.name")
+        resource = resource_metadata(attributes((resource_spans.get("resource") or {}).get("attributes"), f"{r_where}.resource"))
         for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans", r_where)):
             s_where = f"{r_where}.scopeSpans[{s}]"
             scope_spans = _object(scope_spans, s_where)
             scope_name = str((scope_spans.get("scope") or {}).get("name") or "")
             for p, span in enumerate(_list(scope_spans, "spans", "spans", s_where)):
                 try:
-                    yield _span(span, scope_name, service)
+                    yield _span(span, scope_name, resource)
                 except OTLPDecodeError as exc:  # where it is, formatted only when it fails
                     raise OTLPDecodeError(f"{s_where}.spans[{p}]{exc}") from None
 

@@ -39,7 +39,7 @@ from .model import AgentTrace, EvalResult
 from .logs import join_log_records
 from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import AdmissionRate, Sampler, trace_id_sampled
-from .stats import LabelledCounts, LogOnce, PipelineStats
+from .stats import LabelledCounts, LogOnce, PipelineStats, RunLabels
 
 if TYPE_CHECKING:
     from .evaluators.judge.settings import JudgeSettings
@@ -156,7 +156,7 @@ class Pipeline:
         sinks: Sequence[Sink] = (),
         *,
         stats: PipelineStats | None = None,
-        agent_label: Callable[[str], str] = lambda agent: agent,
+        run_labels: Callable[[AgentTrace], tuple[str, str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         judge_settings: JudgeSettings | None = None,
     ) -> None:
@@ -166,7 +166,8 @@ class Pipeline:
         self.judge_settings = judge_settings if judge_settings is not None or not judging else _judge_settings_of(judging)
         self.sinks = list(sinks)
         self.stats = stats or PipelineStats()
-        self.agent_label = agent_label
+        self.run_labels = run_labels or RunLabels(settings.max_agent_labels, settings.max_service_labels)
+        """A run's (agent, service) label values, shared with the Prometheus sink."""
         self.clock = clock
         self.log_once = LogOnce()
         self._init_state()
@@ -445,8 +446,7 @@ class Pipeline:
             self.stats.dropped.inc("no_agent")
             return
         for trace in agent_traces:
-            agent = self.agent_label(trace.agent_name)
-            self.stats.agent_traces.inc(agent)
+            self.stats.agent_traces.inc(*self.run_labels(trace))
             decision = self.sampler.decide(trace)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
             if not decision.sampled:
@@ -454,7 +454,7 @@ class Pipeline:
             if self._stage.evaluators:
                 self._enqueue(self._stage, _Job(trace))
             else:
-                self.stats.traces_evaluated.inc(agent)  # nothing deterministic to run: that phase is done
+                self.stats.traces_evaluated.inc(*self.run_labels(trace))  # nothing deterministic to run: that phase is done
             if self._judge_stage.evaluators and self.judge_settings is not None:
                 judged = trace_id_sampled(int(trace.trace_id, 16), self.judge_settings.sample_rate)
                 self.stats.judge_sampling.inc("sampled" if judged else "not_sampled")
@@ -558,7 +558,7 @@ class Pipeline:
     def _emit(self, job: _Job, phase: Phase) -> None:
         evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns(), phase)
         counts: LabelledCounts = self.stats.traces_evaluated if phase == "deterministic" else self.stats.traces_judged
-        counts.inc(self.agent_label(job.trace.agent_name))
+        counts.inc(*self.run_labels(job.trace))
         for sink in self.sinks:
             try:
                 sink.emit(evaluated)

@@ -29,7 +29,7 @@ from .logs import AgentEvalLogProcessor
 from .pipeline import Pipeline
 from .sinks.otel import SCOPE_NAME, OtelSink
 from .sinks.prometheus import PrometheusSink
-from .stats import AgentLabels, PipelineStats
+from .stats import PipelineStats, RunLabels
 
 _GENAI_MARKERS = frozenset(GENAI_MARKERS)
 _logger = logging.getLogger("otel_agent_eval")
@@ -74,11 +74,11 @@ class AgentEvalProcessor(SpanProcessor):
                 s, list(expectations or ()), registry=self.registry, env=env, judge_tracer_provider=judge_tracer_provider
             )
         self.stats = PipelineStats()
-        agent_label = AgentLabels(s.max_agent_labels)
-        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, agent_label)]
+        run_labels = RunLabels(s.max_agent_labels, s.max_service_labels)
+        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, run_labels)]
         if s.emit_spans or s.emit_logs:
             sinks.append(OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans, emit_logs=s.emit_logs))
-        self.pipeline = Pipeline(s, self.evaluators, sinks, stats=self.stats, agent_label=agent_label)
+        self.pipeline = Pipeline(s, self.evaluators, sinks, stats=self.stats, run_labels=run_labels)
         self.metrics_port: int | None = None
         self._metrics_server: Any = None
         if s.prometheus_port is not None:

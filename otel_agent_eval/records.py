@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .metadata import NO_RESOURCE, sdk_resource_metadata
+
 OWN_SCOPE = "otel_agent_eval"
 """Instrumentation scope of everything the product emits (see ``sinks/otel.py``): never assembled."""
 
@@ -90,6 +92,8 @@ class SpanRecord:
 
     ``attributes`` may also hold content joined from log records (see
     ``LogRecord`` handling in the processor); ``events`` are span events.
+    ``resource`` is the emitting process's ``resource_metadata`` (``metadata.py``):
+    one read-only mapping shared by every span of that resource, never copied per span.
     """
 
     trace_id: int
@@ -105,6 +109,7 @@ class SpanRecord:
     kind: str = "INTERNAL"
     scope_name: str = ""
     parent_is_remote: bool = False
+    resource: Mapping[str, Any] = field(default_factory=lambda: NO_RESOURCE)
 
     def __post_init__(self) -> None:
         _clean_fields(self, "name", "attributes", "status_message")
@@ -187,6 +192,7 @@ def from_readable_span(span: Any, *, content: bool = True) -> SpanRecord:
         status_message=status.description if status is not None else None,
         kind=span.kind.name if span.kind is not None else "INTERNAL",
         scope_name=scope.name if scope is not None else "",
+        resource=sdk_resource_metadata(getattr(span, "resource", None)),
     )
 
 

@@ -48,6 +48,7 @@ from .dialects.base import (
     token_counts,
     unwrap_tool_payload,
 )
+from .metadata import run_metadata
 from .model import AgentTrace, step_texts
 from .records import OWN_SCOPE, SpanRecord, span_id_hex, trace_id_hex
 
@@ -211,6 +212,7 @@ def assemble_semconv_run(records: Mapping[int, SpanRecord]) -> AgentTrace | None
         content_captured=True,  # every model call has output messages
         tool_definitions=tool_definitions,
         issues=[],
+        metadata=run_metadata(agent.resource, attrs),
     ))
 
 

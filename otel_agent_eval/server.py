@@ -74,7 +74,7 @@ from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
 from .sinks.otlp_export import CountingExporter, ExportTally, emitted_counters
 from .sinks.prometheus import PrometheusSink
-from .stats import AgentLabels, AtomicCounter, LabelledCounts, PipelineStats
+from .stats import AtomicCounter, LabelledCounts, PipelineStats, RunLabels
 
 _logger = logging.getLogger("otel_agent_eval.server")
 
@@ -251,7 +251,7 @@ class EvalServer:
         s = self.settings
         self.stats = PipelineStats()
         self.server_stats = ServerStats()
-        agent_label = AgentLabels(s.max_agent_labels)
+        run_labels = RunLabels(s.max_agent_labels, s.max_service_labels)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.export_tally = ExportTally(on_failure=lambda n: self.stats.sink_errors.inc("otlp", amount=n))
         if tracer_provider is None and logger_provider is None:
@@ -259,7 +259,7 @@ class EvalServer:
             self._own_providers = [p for p in (tracer_provider, logger_provider) if p is not None]
         else:
             self._own_providers = []
-        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, agent_label)]
+        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, run_labels)]
         if tracer_provider is not None or logger_provider is not None:
             sinks.append(
                 OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans and tracer_provider is not None,
@@ -269,7 +269,7 @@ class EvalServer:
         self.judge: Any = None
         if evaluators is None:
             evaluators, self.judge = build_configured_evaluators(s, registry=self.registry)
-        self.pipeline = Pipeline(s, evaluators, sinks, stats=self.stats, agent_label=agent_label)
+        self.pipeline = Pipeline(s, evaluators, sinks, stats=self.stats, run_labels=run_labels)
         self.registry.register(ServerCollector(self))
         self.high_water = max(1, int(s.max_intake_spans * self.options.high_water))
         self._offer_lock = threading.Lock()

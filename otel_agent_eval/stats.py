@@ -13,6 +13,9 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 
+from .metadata import service_of
+from .model import AgentTrace
+
 _logger = logging.getLogger("otel_agent_eval")
 
 
@@ -62,7 +65,7 @@ class LabelledCounts:
 
 
 class AgentLabels:
-    """Caps distinct agent label values: agents beyond ``limit`` report as ``other``."""
+    """Caps distinct values of one label (agent, service): values beyond ``limit`` report as ``other``."""
 
     OTHER = "other"
 
@@ -79,6 +82,21 @@ class AgentLabels:
                 self._seen.add(agent)
                 return agent
         return self.OTHER
+
+
+class RunLabels:
+    """A run's ``(agent, service)`` label values, each capped by its own ``AgentLabels``.
+
+    The service is the run's ``metadata["service.name"]`` (``unknown`` without one), so
+    agents of the same name in different services stay apart.
+    """
+
+    def __init__(self, max_agents: int, max_services: int) -> None:
+        self.agent = AgentLabels(max_agents)
+        self.service = AgentLabels(max_services)
+
+    def __call__(self, trace: AgentTrace) -> tuple[str, str]:
+        return self.agent(trace.agent_name), self.service(service_of(trace.metadata))
 
 
 class PipelineStats:
@@ -98,9 +116,9 @@ class PipelineStats:
         self.traces_completed = LabelledCounts()  # (reason,)
         self.sampling = LabelledCounts()  # (decision, reason)
         self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated
-        self.agent_traces = LabelledCounts()  # (agent,)
-        self.traces_evaluated = LabelledCounts()  # (agent,): deterministic phase emitted
-        self.traces_judged = LabelledCounts()  # (agent,): judge phase emitted
+        self.agent_traces = LabelledCounts()  # (agent, service)
+        self.traces_evaluated = LabelledCounts()  # (agent, service): deterministic phase emitted
+        self.traces_judged = LabelledCounts()  # (agent, service): judge phase emitted
         self.judge_sampling = LabelledCounts()  # (decision,): judge sample rate on sampled runs
         self.evaluator_errors = LabelledCounts()  # (evaluator, reason)
         self.sink_errors = LabelledCounts()  # (sink,)

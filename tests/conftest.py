@@ -32,6 +32,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from tests.openai_server import FakeOpenAI, answer
+
 # ``tests.frameworks`` (scripted agent scenarios) must import under plain ``pytest`` too, not only
 # under ``python -m pytest`` (which puts the working directory on sys.path).
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -165,16 +167,24 @@ class MetricSamples:
         """All samples called ``name``: {frozenset(labels.items()): value}."""
         return {frozenset(s.labels.items()): s.value for s in self.samples if s.name == name}
 
+    SUMMABLE = frozenset(("service", "reason"))
+    """Labels a look-up may leave out (summed over): where a run came from, why it was skipped."""
+
     def by_labels(self, name: str, *label_names: str) -> dict[tuple[str, ...], float]:
-        """All samples called ``name``, keyed by the values of ``label_names`` (which must be all its labels)."""
+        """All samples called ``name``, keyed by the values of ``label_names``.
+
+        ``label_names`` must be all its labels but those in ``SUMMABLE``, which are summed over.
+        """
         out: dict[tuple[str, ...], float] = {}
         for s in self.samples:
             if s.name != name:
                 continue
-            assert set(s.labels) == set(label_names), f"{name}: labels {sorted(s.labels)} != {sorted(label_names)}"
+            rest = set(s.labels) - set(label_names)
+            assert set(label_names) <= set(s.labels) and rest <= self.SUMMABLE, (
+                f"{name}: labels {sorted(s.labels)} != {sorted(label_names)}"
+            )
             key = tuple(s.labels[label] for label in label_names)
-            assert key not in out, f"{name}: duplicate sample {s.labels}"
-            out[key] = s.value
+            out[key] = out.get(key, 0.0) + s.value
         return out
 
     def find(self, name: str, **labels: str) -> list[Sample]:
@@ -202,3 +212,18 @@ def parse_registry(registry: CollectorRegistry, *, openmetrics: bool = False) ->
 def metric_samples() -> Callable[..., MetricSamples]:
     """``metric_samples(registry, openmetrics=False) -> MetricSamples``."""
     return parse_registry
+
+
+@pytest.fixture(scope="module")
+def _openai_server() -> Iterator[FakeOpenAI]:
+    """One fake OpenAI-compatible server per test module (``tests/openai_server.py``)."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def server(_openai_server: FakeOpenAI) -> FakeOpenAI:
+    """The module's fake OpenAI server, its script and records cleared, answering every question "yes"."""
+    _openai_server.reset()
+    _openai_server.set_default(answer())
+    return _openai_server

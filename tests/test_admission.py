@@ -21,7 +21,6 @@ from otel_agent_eval.pipeline import Pipeline
 from otel_agent_eval.records import SpanRecord
 from otel_agent_eval.sampling import AdmissionRate, ratio_bound, trace_id_sampled
 from otel_agent_eval.sinks.prometheus import PrometheusSink
-from otel_agent_eval.stats import AgentLabels
 
 from test_reliability import make_processor, run_agent
 
@@ -90,7 +89,7 @@ def test_pipeline_admits_about_the_configured_rate_and_keeps_admitted_traces_who
                              max_evaluations_per_second=0, max_queued_evaluations=100_000)
     pipeline = Pipeline(settings, [LoopDetection()], clock=clock)  # not started: the test drives the collector
     registry = CollectorRegistry()
-    PrometheusSink(registry, pipeline.stats, AgentLabels(10))
+    PrometheusSink(registry, pipeline.stats, pipeline.run_labels)
     rng = random.Random(11)
     sent = 0
     admitted_per_second: Counter[int] = Counter()

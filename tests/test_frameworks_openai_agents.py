@@ -38,6 +38,7 @@ from tests.frameworks.harness import (  # noqa: E402
     assemble_with_logs,
     assert_traces,
     call,
+    dump,
     only,
     step,
     trace,
@@ -178,7 +179,7 @@ def test_agent_as_tool_is_a_linked_child(run: Run) -> None:
     (concierge,) = [t for t in assemble_with_logs(run.spans) if t.agent_name == "concierge"]
     (expected,) = expected_traces(run)
     weather = [t for t in concierge.children if t.agent_name == "weather_expert"]
-    assert [t.model_dump(mode="json") for t in weather] == [expected.children[0].model_dump(mode="json")]
+    assert [dump(t) for t in weather] == [dump(expected.children[0])]
     assert [s.model_dump(mode="json") for s in concierge.steps[:1]] == [expected.steps[0].model_dump(mode="json")]
 
 

@@ -18,9 +18,7 @@ from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion, TrajectoryEfficiency
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 from tests.openai_server import FakeOpenAI, answer, slow, status
-# ``server`` (one fake OpenAI server for the module) and ``_reset`` (autouse: a clean script per
-# test) are fixtures: imported, pytest uses them here as in their home module.
-from tests.test_judge_server import Judge, _reset, server, weather_trace  # noqa: F401
+from tests.test_judge_server import Judge, weather_trace
 from tests.test_judge_units import big_trace
 
 
@@ -142,8 +140,9 @@ def test_judge_calls_never_become_app_spans_nor_get_evaluated(server: FakeOpenAI
     assert server.request_count == 1 and instrumentation.suppressed == [True]
     names = [span.name for span in exporter.get_finished_spans()]
     assert not [n for n in names if n.startswith("POST")], names
-    assert registry.get_sample_value("agent_eval_results_total", {"evaluator": "task_completion", "agent": "weather", "outcome": "pass"}) == 1
-    assert registry.get_sample_value("agent_eval_traces_evaluated_total", {"agent": "weather"}) == 1  # the judge call was not a trace
+    run = {"agent": "weather", "service": "unknown"}  # the SDK default unknown_service:python
+    assert registry.get_sample_value("agent_eval_results_total", {"evaluator": "task_completion", **run, "outcome": "pass", "reason": ""}) == 1
+    assert registry.get_sample_value("agent_eval_traces_evaluated_total", run) == 1  # the judge call was not a trace
     # control: the same hook outside the judge does record a span
     http.post(server.base_url + "/chat/completions", json={"model": "x", "messages": []})
     assert instrumentation.suppressed[-1] is False
@@ -166,7 +165,8 @@ def test_judge_down_never_takes_the_pipeline_down(server: FakeOpenAI) -> None:
     assert processor.force_flush(10_000)
     processor.shutdown()
     sample = registry.get_sample_value
-    assert sample("agent_eval_results_total", {"evaluator": "task_completion", "agent": "weather", "outcome": "error"}) == 3
-    assert sample("agent_eval_results_total", {"evaluator": "loop_detection", "agent": "weather", "outcome": "pass"}) == 3
+    run = {"agent": "weather", "service": "unknown"}
+    assert sample("agent_eval_results_total", {"evaluator": "task_completion", **run, "outcome": "error", "reason": "judge_unavailable"}) == 3
+    assert sample("agent_eval_results_total", {"evaluator": "loop_detection", **run, "outcome": "pass", "reason": ""}) == 3
     assert sample("agent_eval_evaluator_errors_total", {"evaluator": "task_completion", "reason": "exception"}) is None
     assert judge.sample("agent_eval_judge_errors_total", evaluator="task_completion", reason="judge_unavailable") == 3

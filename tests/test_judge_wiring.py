@@ -28,7 +28,7 @@ def test_processor_runs_judge_evaluators_when_a_judge_is_configured() -> None:
         assert processor.force_flush(20_000)
         metrics = generate_latest(processor.registry).decode()
         provider.shutdown()
-    assert 'agent_eval_results_total{agent="calc",evaluator="task_completion",outcome="pass"} 1.0' in metrics
+    assert 'agent_eval_results_total{agent="calc",evaluator="task_completion",outcome="pass",reason="",service="unknown"} 1.0' in metrics
     assert 'agent_eval_judge_tokens_total{evaluator="task_completion",model="judge-1",type="input"}' in metrics
     assert judge_server.request_count == 1
 

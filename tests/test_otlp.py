@@ -96,8 +96,8 @@ def assert_same_record(decoded: SpanRecord, expected: SpanRecord) -> None:
     assert decoded.status_message == expected.status_message
     assert decoded.kind == expected.kind
     assert decoded.scope_name == expected.scope_name
+    assert decoded.resource == expected.resource == {"service.name": "agent-svc"}
     attrs = dict(decoded.attributes)
-    assert attrs.pop("service.name") == "agent-svc"  # copied from the resource
     assert attrs == {k: _normalize(v) for k, v in expected.attributes.items()}
     assert len(decoded.events) == len(expected.events)
     for got, want in zip(decoded.events, expected.events):
@@ -212,19 +212,20 @@ def test_json_enum_ints_and_snake_case_accepted() -> None:
     assert r.status_code == "ERROR" and r.status_message == "boom"
     assert r.trace_id == 0x5B8EFFF798038103D269B633813FC60C
     assert r.parent_span_id is None
-    assert r.attributes["service.name"] == "file-svc"
+    assert r.resource == {"service.name": "file-svc"}
     assert r.attributes["nested"] == {"a": 1, "b": ("x", 2.5)}
     assert r.attributes["raw"] == "\x01\x02"  # bytes are decoded as UTF-8 text (records.clean)
     assert r.attributes["big"] == 9007199254740993  # int64 written as a JSON string
 
 
-def test_service_name_from_resource_does_not_override_span() -> None:
+def test_resource_attributes_stay_out_of_span_attributes() -> None:
     doc = json.loads((DATA / "traces_enum_ints.json").read_text())
     span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     span["attributes"].append({"key": "service.name", "value": {"stringValue": "own"}})
     (r,) = decode_traces_json(json.dumps(doc))
     assert r.attributes["service.name"] == "own"
-    assert "telemetry.sdk.language" not in r.attributes  # other resource attrs not merged
+    assert r.resource == {"service.name": "file-svc"}
+    assert "telemetry.sdk.language" not in r.attributes  # resource attributes are never merged
 
 
 def test_remote_flag_needs_has_is_remote_bit(sdk_spans: list[Any]) -> None:
@@ -296,7 +297,8 @@ def test_read_collector_style_file() -> None:
     assert [r.name for r in records] == ["invoke_agent", "chat gpt-4o", "execute_tool lookup"]
     agent, chat, tool = records
     assert chat.parent_span_id == agent.span_id == tool.parent_span_id
-    assert agent.attributes["service.name"] == "collector-demo"
+    assert agent.resource == {"service.name": "collector-demo"}
+    assert chat.resource == agent.resource == tool.resource
     assert tool.attributes["gen_ai.tool.call.id"] == "call_42"
     assert chat.kind == "CLIENT"
 

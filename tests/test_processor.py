@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,7 +31,7 @@ class Setup:
     def __init__(self, capture: bool = True, **settings: Any) -> None:
         self.spans = InMemorySpanExporter()
         self.logs = InMemoryLogRecordExporter()
-        self.provider = TracerProvider()
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
         self.logger_provider = LoggerProvider()
         if capture:  # in-memory exporters keep everything: off for memory measurements
             self.provider.add_span_processor(SimpleSpanProcessor(self.spans))
@@ -128,7 +129,7 @@ def test_one_evaluation_span_and_log_per_result_tied_to_the_agent_span(make: Any
     for log in logs:
         assert log.event_name == "gen_ai.evaluation.result"
         assert (log.trace_id, log.span_id) == (agent_span.context.trace_id, agent_span.context.span_id)
-    assert labels(s, "agent_eval_traces_evaluated_total") == {"calc": 1.0}
+    assert labels(s, "agent_eval_traces_evaluated_total") == {"calc|shop": 1.0}
 
 
 def test_plain_traces_are_dropped_on_the_hot_path(make: Any) -> None:
@@ -159,7 +160,7 @@ def test_crashing_evaluator_yields_error_result_and_pipeline_goes_on(make: Any) 
     s.run(3)
     assert s.processor.force_flush(10_000)
     outcomes = labels(s, "agent_eval_results_total")
-    assert outcomes["calc|crashing|error"] == 3.0 and outcomes["calc|loop_detection|pass"] == 3.0
+    assert outcomes["calc|crashing|error|exception|shop"] == 3.0 and outcomes["calc|loop_detection|pass||shop"] == 3.0
     assert labels(s, "agent_eval_evaluator_errors_total") == {"crashing|exception": 3.0}
     error_logs = [l.log_record for l in s.logs.get_finished_logs() if l.log_record.attributes["gen_ai.evaluation.name"] == "crashing"]
     assert all(l.attributes["error.type"] == "exception" for l in error_logs) and len(error_logs) == 3
@@ -172,13 +173,13 @@ def test_hanging_evaluator_times_out_and_the_rest_still_runs(make: Any) -> None:
         s.run(2)
         assert s.processor.force_flush(20_000)
         outcomes = labels(s, "agent_eval_results_total")
-        assert outcomes["calc|hanging|error"] == 2.0
-        assert outcomes["calc|loop_detection|pass"] == 2.0
+        assert outcomes["calc|hanging|error|timeout|shop"] == 2.0
+        assert outcomes["calc|loop_detection|pass||shop"] == 2.0
         assert labels(s, "agent_eval_evaluator_errors_total") == {"hanging|timeout": 2.0}
     finally:
         hanging.release.set()
     time.sleep(0.2)  # the abandoned workers finish late: their results must be discarded
-    assert labels(s, "agent_eval_results_total").get("calc|hanging|pass") is None
+    assert labels(s, "agent_eval_results_total").get("calc|hanging|pass||shop") is None
 
 
 def test_flood_against_small_bounds_stays_bounded_and_counts_drops(make: Any) -> None:
@@ -292,8 +293,8 @@ def test_agent_names_beyond_the_limit_fold_into_other(make: Any) -> None:
     for name in ("a", "b", "c", "d"):
         ScriptedAgent(name, {"add": lambda a, b: a + b}).run(s.tracer, "add", GOOD)
     assert s.processor.force_flush(10_000)
-    assert labels(s, "agent_eval_traces_evaluated_total") == {"a": 1.0, "b": 1.0, "other": 2.0}
-    assert labels(s, "agent_eval_agent_traces_total") == {"a": 1.0, "b": 1.0, "other": 2.0}
+    assert labels(s, "agent_eval_traces_evaluated_total") == {"a|shop": 1.0, "b|shop": 1.0, "other|shop": 2.0}
+    assert labels(s, "agent_eval_agent_traces_total") == {"a|shop": 1.0, "b|shop": 1.0, "other|shop": 2.0}
 
 
 def test_score_histogram_carries_trace_id_exemplars(make: Any) -> None:

@@ -105,6 +105,38 @@ def test_http_protobuf_gzip_results_exported_and_on_metrics(tmp_path: Path, rece
     assert metrics.sum("agent_eval_server_spans_rejected_total") == 0
 
 
+def test_two_services_whose_agents_share_a_name_stay_apart(tmp_path: Path, receiver: Receiver, servers: list) -> None:
+    """The same agent name from two services: its metrics are per service, and the results say which."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    server = ServerProcess(tmp_path, receiver=receiver, env={"OTEL_AGENT_EVAL_MAX_SERVICE_LABELS": "2"})
+    servers.append(server)
+    looping, good = SCENARIO_BY_NAME["research: loop"], SCENARIO_BY_NAME["research: good, recovers from a failed fetch"]
+    agent = looping.agent.name
+    assert good.agent.name == agent
+    runs = {"shop-eu": [looping], "shop-us": [good, good], "shop-asia": [good]}  # the third service is over the limit
+    for service, scenarios in runs.items():
+        provider = TracerProvider(resource=Resource.create({"service.name": service, "deployment.environment": "prod"}))
+        run_scenarios(HttpSpanExporter(endpoint=f"{server.http_endpoint}/v1/traces", timeout=5), scenarios, tracer_provider=provider)
+
+    wait_for(lambda: server.metrics().sum("agent_eval_traces_evaluated_total") == 4, 20, "four runs evaluated")
+    metrics = server.metrics()
+    evaluated = {s.labels["service"]: s.value for s in metrics.samples if s.name == "agent_eval_traces_evaluated_total"}
+    assert evaluated == {"shop-eu": 1, "shop-us": 2, "other": 1}
+    assert metrics.sum("agent_eval_agent_traces_total", agent=agent, service="shop-us") == 2
+    loop = {"evaluator": "loop_detection", "agent": agent, "reason": ""}
+    assert metrics.sum("agent_eval_results_total", **loop, service="shop-eu", outcome="fail") == 1
+    assert metrics.sum("agent_eval_results_total", **loop, service="shop-us", outcome="pass") == 2
+    assert metrics.sum("agent_eval_results_total", **loop, service="shop-us", outcome="fail") == 0
+    assert metrics.sum("agent_eval_score_count", evaluator="loop_detection", agent=agent, service="shop-eu") == 1
+
+    spans = wait_for(lambda: len(receiver.evaluation_spans()) >= 4 and receiver.evaluation_spans(), 10, "evaluation spans")
+    assert Counter(s["attributes"]["agent_eval.service.name"] for s in spans) == {"shop-eu": 1, "shop-us": 2, "shop-asia": 1}
+    results = wait_for(lambda: len(receiver.results()) >= 16 and receiver.results(), 10, "result logs")
+    assert {r["attributes"]["agent_eval.service.name"] for r in results} == set(runs)
+
+
 def test_grpc_traces_and_genai_logs_joined(tmp_path: Path, receiver: Receiver, servers: list) -> None:
     from opentelemetry._logs import LogRecord
     from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter

@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
+import otel_agent_eval
 from otel_agent_eval.demo import SCENARIOS, Scenario
 from otel_agent_eval.otlp import any_value_to_python, attributes_to_dict
 
@@ -147,6 +148,8 @@ class Receiver:
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(
+        # The server runs in a temporary directory: import this checkout's package, not an installed one.
+        PYTHONPATH=os.pathsep.join(filter(None, [str(Path(otel_agent_eval.__file__).resolve().parents[1]), env.get("PYTHONPATH")])),
         PYTHONUNBUFFERED="1",
         OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS="0.2",
         OTEL_AGENT_EVAL_MAX_EVALUATIONS_PER_SECOND="0",

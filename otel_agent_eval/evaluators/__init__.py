@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..model import AgentTrace
+from .arguments import ToolArgumentValidity
 from .base import Evaluator
-from .tool_calls import ExpectedCall, ToolCallAccuracy, ToolExpectation, ToolFailureRecovery, load_expectations
+from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
+from .tool_calls import ToolCallAccuracy, ToolFailureRecovery
 from .trajectory import LoopDetection, StepBudget
 
 if TYPE_CHECKING:
@@ -16,45 +19,78 @@ if TYPE_CHECKING:
     from ..config import Settings
     from .judge import JudgeClient
 
-BUILTIN_EVALUATORS = {
-    cls.name: cls for cls in (ToolCallAccuracy, ToolFailureRecovery, LoopDetection, StepBudget)
+BUILTIN_EVALUATORS: dict[str, type[Evaluator]] = {
+    cls.name: cls for cls in (ToolCallAccuracy, ToolFailureRecovery, LoopDetection, StepBudget, ToolArgumentValidity)
 }
 
 
-def build_evaluators(settings: Settings, expectations: list[ToolExpectation] | None = None) -> list[Evaluator]:
-    """Instantiate the built-in evaluators named in ``settings.evaluators``."""
+def known_evaluator_names() -> set[str]:
+    """Built-in and judge evaluator names: what thresholds may be set for."""
+    from .judge.evaluators import JUDGE_EVALUATORS
+
+    return set(BUILTIN_EVALUATORS) | set(JUDGE_EVALUATORS)
+
+
+def expectation_rules(settings: Settings, expectations: Sequence[ToolExpectation] | None = None) -> list[ToolExpectation]:
+    """Rules given in code, then those of ``settings.expectations_file``."""
     rules = list(expectations or [])
     if settings.expectations_file:
         rules.extend(load_expectations(settings.expectations_file))
+    return rules
+
+
+def build_evaluators(
+    settings: Settings,
+    expectations: Sequence[ToolExpectation] | None = None,
+    *,
+    thresholds: Mapping[str, float] | None = None,
+) -> list[Evaluator]:
+    """Instantiate the built-in evaluators named in ``settings.evaluators``.
+
+    Thresholds, most specific first: a matching expectation rule's, then ``thresholds``
+    (constructor or CLI), then ``settings.thresholds`` (environment), then the default.
+    """
+    return _builtins(settings, expectation_rules(settings, expectations), {**settings.thresholds, **(thresholds or {})})
+
+
+def _builtins(settings: Settings, rules: list[ToolExpectation], chosen: Mapping[str, float]) -> list[Evaluator]:
     built: list[Evaluator] = []
     for name in settings.evaluators:
-        if name == ToolCallAccuracy.name:
-            built.append(ToolCallAccuracy(rules=rules))
-        elif name == LoopDetection.name:
-            built.append(LoopDetection(threshold_calls=settings.loop_threshold))
+        threshold = chosen.get(name)
+        evaluator: Evaluator
+        if name == LoopDetection.name:
+            evaluator = LoopDetection(threshold_calls=settings.loop_threshold, threshold=threshold)
         elif name == StepBudget.name:
-            built.append(StepBudget(max_steps=settings.max_steps))
+            evaluator = StepBudget(max_steps=settings.max_steps, threshold=threshold)
         else:
-            built.append(BUILTIN_EVALUATORS[name]())
+            evaluator = BUILTIN_EVALUATORS[name](threshold=threshold)
+        evaluator.rules = rules
+        built.append(evaluator)
     return built
 
 
 def build_configured_evaluators(
     settings: Settings,
-    expectations: list[ToolExpectation] | None = None,
+    expectations: Sequence[ToolExpectation] | None = None,
     *,
     registry: CollectorRegistry | None = None,
     env: Mapping[str, str] | None = None,
+    thresholds: Mapping[str, float] | None = None,
     judge_tracer_provider: Any = None,
 ) -> tuple[list[Evaluator], JudgeClient | None]:
     """The deterministic evaluators, plus the judge evaluators when a judge is configured
     (``OTEL_AGENT_EVAL_JUDGE_*``, see docs/judge.md). Returns the judge to close on shutdown.
     ``judge_tracer_provider`` receives a span per judge request (``judge/spans.py``).
+
+    Judge evaluators take their thresholds from the same places as the built-in ones, and
+    response_facts its facts from the expectation rules (``facts``).
     """
     from ..config import ENV_PREFIX, ConfigError
     from .judge import JudgeSettings
 
-    evaluators = build_evaluators(settings, expectations)
+    rules = expectation_rules(settings, expectations)
+    chosen = {**settings.thresholds, **(thresholds or {})}
+    evaluators = _builtins(settings, rules, chosen)
     judge_settings = JudgeSettings.load(env)
     if not judge_settings.enabled:
         return evaluators, None
@@ -72,7 +108,18 @@ def build_configured_evaluators(
         )
     judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None,
                         tracer_provider=judge_tracer_provider)
-    return evaluators + build_judge_evaluators(judge, judge_settings.evaluators), judge
+    judged = build_judge_evaluators(
+        judge, judge_settings.evaluators, thresholds=chosen, facts_for=lambda trace: facts_for(rules, trace)
+    )
+    for evaluator in judged:
+        evaluator.rules = rules
+    return evaluators + list(judged), judge
+
+
+def facts_for(rules: Sequence[ToolExpectation], trace: AgentTrace) -> list[str] | None:
+    """The facts of the first matching rule that names facts (response_facts)."""
+    rule = first_rule(rules, trace, lambda r: r.facts is not None)
+    return rule.facts if rule is not None else None
 
 
 def judge_status(env: Mapping[str, str] | None = None) -> str:
@@ -89,7 +136,7 @@ def judge_status(env: Mapping[str, str] | None = None) -> str:
 
 
 __all__ = [
-    "BUILTIN_EVALUATORS", "Evaluator", "ExpectedCall", "LoopDetection", "StepBudget", "ToolCallAccuracy",
-    "ToolExpectation", "ToolFailureRecovery", "build_configured_evaluators", "build_evaluators", "judge_status",
-    "load_expectations",
+    "BUILTIN_EVALUATORS", "Evaluator", "ExpectedCall", "LoopDetection", "StepBudget", "ToolArgumentValidity",
+    "ToolCallAccuracy", "ToolExpectation", "ToolFailureRecovery", "build_configured_evaluators", "build_evaluators",
+    "expectation_rules", "facts_for", "judge_status", "known_evaluator_names", "load_expectations",
 ]

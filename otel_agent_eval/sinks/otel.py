@@ -10,7 +10,9 @@
 Span attribute names (documented in the README):
 ``agent_eval.<evaluator>.score`` (double, absent when the result has none),
 ``agent_eval.<evaluator>.label`` (pass | fail | skipped | error),
-plus ``agent_eval.agent.name``, ``agent_eval.phase`` (deterministic | judge), ``agent_eval.evaluated_span_id``,
+plus ``agent_eval.agent.name``, ``agent_eval.phase`` (deterministic | judge), ``agent_eval.service.name`` (the run's resource
+``service.name``, when known: an evaluation span exported by ``serve`` has a
+resource of its own), ``agent_eval.evaluated_span_id``,
 ``agent_eval.partial`` (true when the agent span was missing),
 ``agent_eval.spans_dropped`` (spans of the trace dropped as too many, when any),
 ``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
@@ -27,6 +29,7 @@ from opentelemetry import trace
 from opentelemetry._logs import LogRecord, LoggerProvider, SeverityNumber, get_logger_provider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
+from ..metadata import SERVICE_NAME
 from ..model import EvalResult
 from ..pipeline import EvaluatedTrace
 from ..records import OWN_SCOPE
@@ -34,6 +37,7 @@ from .fit import fit_json
 
 SCOPE_NAME = OWN_SCOPE
 EVENT_NAME = "gen_ai.evaluation.result"
+SERVICE_ATTRIBUTE = "agent_eval.service.name"
 LABEL_RANK = {"error": 0, "fail": 1, "skipped": 2, "pass": 3}
 SPAN_NAMES = {"deterministic": "evaluate_agent", "judge": "judge_agent"}
 MAX_EXPLANATION = 1000
@@ -56,6 +60,8 @@ def evaluated_context(evaluated: EvaluatedTrace) -> Any:
 def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     t = evaluated.trace
     attributes: dict[str, Any] = {"agent_eval.agent.name": t.agent_name, "agent_eval.phase": evaluated.phase}
+    if SERVICE_NAME in t.metadata:
+        attributes[SERVICE_ATTRIBUTE] = t.metadata[SERVICE_NAME]
     if t.agent_span_id:
         attributes["agent_eval.evaluated_span_id"] = t.agent_span_id
     if t.partial:
@@ -76,7 +82,7 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     return attributes
 
 
-def log_attributes(result: EvalResult) -> dict[str, Any]:
+def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.evaluation.name": result.evaluator,
         "gen_ai.evaluation.score.label": result.label,
@@ -85,6 +91,8 @@ def log_attributes(result: EvalResult) -> dict[str, Any]:
         "agent_eval.result_id": result.result_id,
         "agent_eval.evaluator.version": result.evaluator_version,
     }
+    if service is not None:
+        attributes[SERVICE_ATTRIBUTE] = service
     if result.score is not None:
         attributes["gen_ai.evaluation.score.value"] = result.score
     if result.label == "error":
@@ -126,6 +134,7 @@ class OtelSink:
         if self.emit_logs:
             provider = self._logger_provider or get_logger_provider()
             logger = provider.get_logger(SCOPE_NAME)
+            service = evaluated.trace.metadata.get(SERVICE_NAME)
             for result in evaluated.results:
                 logger.emit(
                     LogRecord(
@@ -133,6 +142,6 @@ class OtelSink:
                         context=context,
                         severity_number=SeverityNumber.INFO,
                         event_name=EVENT_NAME,
-                        attributes=log_attributes(result),
+                        attributes=log_attributes(result, service),
                     )
                 )

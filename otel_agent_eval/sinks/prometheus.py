@@ -3,19 +3,21 @@
 Result metrics are ordinary prometheus-client objects; pipeline counters are
 read from ``PipelineStats`` at scrape time by a custom collector, so the span
 hot path never touches a prometheus-client lock. Labels: evaluator, agent,
-outcome, reason only, never ids or free text (trace ids go in exemplars).
+service, outcome, reason only, never ids or free text (trace ids go in exemplars).
+Agent and service values are capped (``RunLabels``); ``reason`` is a result's short
+code from a small fixed set (``EvalResult.reason``), empty for pass and fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..pipeline import EvaluatedTrace
-from ..stats import PipelineStats
+from ..stats import PipelineStats, RunLabels
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0)
@@ -24,16 +26,17 @@ DURATION_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 
 class PrometheusSink:
     name = "prometheus"
 
-    def __init__(self, registry: CollectorRegistry, stats: PipelineStats, agent_label: Callable[[str], str]) -> None:
+    def __init__(self, registry: CollectorRegistry, stats: PipelineStats, run_labels: RunLabels) -> None:
         self.registry = registry
-        self.agent_label = agent_label
+        self.run_labels = run_labels
         self.score = Histogram(
             "agent_eval_score", "Evaluation scores in [0, 1] (exemplar: trace_id)",
-            ["evaluator", "agent"], buckets=SCORE_BUCKETS, registry=registry,
+            ["evaluator", "agent", "service"], buckets=SCORE_BUCKETS, registry=registry,
         )
         self.results = Counter(
-            "agent_eval_results", "Evaluation results by outcome (pass, fail, skipped, error)",
-            ["evaluator", "agent", "outcome"], registry=registry,
+            "agent_eval_results",
+            "Evaluation results by outcome (pass, fail, skipped, error) and, for skipped and error, reason",
+            ["evaluator", "agent", "service", "outcome", "reason"], registry=registry,
         )
         self.duration = Histogram(
             "agent_eval_evaluation_duration_seconds", "Time one evaluator took on one agent trace",
@@ -42,12 +45,12 @@ class PrometheusSink:
         registry.register(PipelineCollector(stats))
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
-        agent = self.agent_label(evaluated.trace.agent_name)
+        agent, service = self.run_labels(evaluated.trace)
         exemplar = {"trace_id": evaluated.trace.trace_id}
         for result in evaluated.results:
-            self.results.labels(result.evaluator, agent, result.label).inc()
+            self.results.labels(result.evaluator, agent, service, result.label, result.reason or "").inc()
             if result.score is not None:
-                self.score.labels(result.evaluator, agent).observe(result.score, exemplar=exemplar)
+                self.score.labels(result.evaluator, agent, service).observe(result.score, exemplar=exemplar)
         for evaluator, seconds in evaluated.durations.items():
             self.duration.labels(evaluator).observe(seconds)
 
@@ -78,15 +81,18 @@ class PipelineCollector(Collector):
         yield GaugeMetricFamily(
             "agent_eval_admission_ratio", "Trace-id ratio at which new traces are admitted (1: all)", value=s.admission_ratio
         )
-        yield _labelled("agent_eval_agent_traces", "Agent invocations assembled (evaluated or not)", ["agent"], s.agent_traces.snapshot())
+        yield _labelled(
+            "agent_eval_agent_traces", "Agent invocations assembled (evaluated or not)", ["agent", "service"],
+            s.agent_traces.snapshot(),
+        )
         yield _labelled(
             "agent_eval_sampling_decisions", "Sampling decisions on agent traces", ["decision", "reason"], s.sampling.snapshot()
         )
         yield _labelled(
-            "agent_eval_traces_evaluated", "Agent invocations evaluated (deterministic results emitted)", ["agent"],
+            "agent_eval_traces_evaluated", "Agent invocations evaluated (deterministic results emitted)", ["agent", "service"],
             s.traces_evaluated.snapshot(),
         )
-        yield _labelled("agent_eval_traces_judged", "Agent invocations whose judge results were emitted", ["agent"], s.traces_judged.snapshot())
+        yield _labelled("agent_eval_traces_judged", "Agent invocations whose judge results were emitted", ["agent", "service"], s.traces_judged.snapshot())
         yield _labelled(
             "agent_eval_judge_sampling_decisions", "Judge sample rate on sampled agent invocations (with judge evaluators)",
             ["decision"], s.judge_sampling.snapshot(),

@@ -85,7 +85,7 @@ class JudgeEvaluator(Evaluator):
         details.update(verdict.describe())
         if verdict.insufficient or verdict.score is None:
             return self.skipped(trace, verdict.explanation, details, reason="insufficient_evidence")
-        return self.scored(trace, verdict.score, verdict.explanation, details, passed=verdict.passed(self.threshold))
+        return self.scored(trace, verdict.score, verdict.explanation, details, passed=verdict.passed(self.threshold_for(trace)))
 
     # -- the flow --------------------------------------------------------------
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
