@@ -232,10 +232,9 @@ def evaluate_command(run: Run, capsys: pytest.CaptureFixture[str]) -> dict:
 
 
 def test_evaluate_command_reads_the_workflow_file(function: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    # The failed book_table is read as a failure, recovered by the later calls.
-    assert evaluate_command(function, capsys)["tool_failure_recovery"]["pass_rate"] == 1.0
+    # The failed book_table is read as a failure, never retried.
+    assert evaluate_command(function, capsys)["tool_failure_recovery"]["pass_rate"] == 0.0
 
 
 def test_evaluate_command_reads_the_react_file(react: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    # The failed book_table is read as a failure; no call after it.
     assert evaluate_command(react, capsys)["tool_failure_recovery"]["pass_rate"] == 0.0

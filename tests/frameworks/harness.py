@@ -214,11 +214,19 @@ class RecordSpan:
         self.parent = None if record.parent_span_id is None else _Context(record.trace_id, record.parent_span_id)
         self.start_time = record.start_time_unix_nano
         self.end_time = record.end_time_unix_nano
+        self.resource = _Resource(record.resource)
 
 
 class _Context:
     def __init__(self, trace_id: int, span_id: int) -> None:
         self.trace_id, self.span_id = trace_id, span_id
+
+
+class _Resource:
+    """A record's resource metadata as resource attributes (its keys are the attributes' own)."""
+
+    def __init__(self, attributes: Any) -> None:
+        self.attributes = attributes
 
 
 def all_traces(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
