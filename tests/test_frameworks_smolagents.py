@@ -73,7 +73,7 @@ class Run:
     def llms(self, model: str) -> list[ReadableSpan]:
         """The model's LLM spans, in order."""
         return [s for s in self.spans if s.attributes.get("openinference.span.kind") == "LLM"
-                and s.attributes.get("llm.model_name") == model]
+                and s.attributes.get("llm.model_name") == model]  # generate or generate_stream
 
     def tools(self, name: str) -> list[ReadableSpan]:
         return [s for s in self.spans if s.attributes.get("tool.name") == name]
@@ -107,9 +107,9 @@ def scripted_run(script: dict, scenario: Callable[[FakeOpenAI], str]) -> Iterato
         telemetry.shutdown()
 
 
-@pytest.fixture(scope="module")
-def tool_calling() -> Iterator[Run]:
-    yield from scripted_run(sc.TOOL_CALLING_SCRIPT, sc.run_tool_calling)
+@pytest.fixture(scope="module", params=[False, True], ids=["blocking", "streamed"])
+def tool_calling(request: pytest.FixtureRequest) -> Iterator[Run]:
+    yield from scripted_run(sc.TOOL_CALLING_SCRIPT, lambda server: sc.run_tool_calling(server, stream=request.param))
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +148,9 @@ def expected_tool_calling(run: Run) -> list[AgentTrace]:
 
 def test_tool_calling_run_ended_with_the_scripted_answer(tool_calling: Run) -> None:
     assert tool_calling.output == sc.FINAL_ANSWER
+    streamed = {bool(r.body.get("stream")) for r in tool_calling.server.requests}
+    llm_names = {s.name for s in tool_calling.llms(sc.PLANNER_MODEL)}
+    assert llm_names == ({"OpenAIModel.generate_stream"} if streamed == {True} else {"OpenAIModel.generate"})
     book = only(tool_calling.spans, lambda s: s.attributes.get("tool.name") == "book_table")
     assert book.status.status_code.name == "ERROR" and [e.name for e in book.events] == ["exception"]
     assert json.loads(book.attributes["input.value"])["sanitize_inputs_outputs"] is True  # the envelope
@@ -230,10 +233,8 @@ def test_code_agent_steps(code: Run) -> None:
 # -- the processor ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", ["tool_calling", "code"])
-def test_processor_evaluated_the_same_steps(scenario: str, request: pytest.FixtureRequest, metric_samples: Any) -> None:
+def check_processor(run: Run, agents: dict[tuple[str], float], metric_samples: Any) -> None:
     """What the processor evaluated is what ``assemble`` gives, each agent on its own."""
-    run: Run = request.getfixturevalue(scenario)
     assert run.flushed is True
 
     def alone(traces: list[AgentTrace]) -> list[AgentTrace]:
@@ -243,5 +244,12 @@ def test_processor_evaluated_the_same_steps(scenario: str, request: pytest.Fixtu
     assert_traces(alone(got), alone(all_traces(run.traces())))
     m = metric_samples(run.registry)
     assert m.value("agent_eval_processor_errors_total") == 0.0
-    agents = {("planner",): 1.0, ("weather_agent",): 1.0} if scenario == "tool_calling" else {("coder",): 1.0}
     assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == agents
+
+
+def test_processor_evaluated_the_tool_calling_run(tool_calling: Run, metric_samples: Any) -> None:
+    check_processor(tool_calling, {("planner",): 1.0, ("weather_agent",): 1.0}, metric_samples)
+
+
+def test_processor_evaluated_the_code_run(code: Run, metric_samples: Any) -> None:
+    check_processor(code, {("coder",): 1.0}, metric_samples)

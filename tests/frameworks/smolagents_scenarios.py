@@ -88,15 +88,17 @@ def _model(server: FakeOpenAI, name: str) -> OpenAIServerModel:
     return OpenAIServerModel(model_id=name, api_base=server.base_url, api_key="test", client_kwargs={"max_retries": 0})
 
 
-def run_tool_calling(server: FakeOpenAI) -> str:
-    """Runs the ``ToolCallingAgent`` scenario (instrument before calling). Returns the final output."""
+def run_tool_calling(server: FakeOpenAI, stream: bool = False) -> str:
+    """Runs the ``ToolCallingAgent`` scenario (instrument before calling), the model's answers
+    streamed or not (``stream_outputs``: ``generate_stream`` instead of ``generate``). Returns the
+    final output."""
     weather_agent = ToolCallingAgent(
         tools=[get_weather], model=_model(server, WEATHER_MODEL), name="weather_agent",
-        description="Answers weather questions.", max_steps=4, verbosity_level=0,
+        description="Answers weather questions.", max_steps=4, verbosity_level=0, stream_outputs=stream,
     )
     planner = ToolCallingAgent(
         tools=[get_weather, book_table], model=_model(server, PLANNER_MODEL), managed_agents=[weather_agent],
-        name="planner", max_steps=6, verbosity_level=0,
+        name="planner", max_steps=6, verbosity_level=0, stream_outputs=stream,
     )
     return str(planner.run(QUESTION))
 
