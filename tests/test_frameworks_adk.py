@@ -39,7 +39,6 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -51,7 +50,18 @@ from otel_agent_eval.logs import join_log_records
 from otel_agent_eval.offline import evaluate_records, read_files
 from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
-from tests.frameworks.harness import assert_traces, call, differences, dump, flat, shape, step, trace
+from tests.frameworks.harness import (
+    RecordSpan,
+    all_traces,
+    assert_traces,
+    call,
+    differences,
+    dump,
+    flat,
+    shape,
+    step,
+    trace,
+)
 from tests.frameworks.venvs import framework_python
 from tests.openai_server import FakeOpenAI, RecordedRequest, scripted, text, tool_calls
 
@@ -167,13 +177,6 @@ class Run:
         return found[0]
 
 
-def readable(record: SpanRecord) -> Any:
-    """A decoded span in the shape the harness builders read (``context``, times, ``resource``)."""
-    return SimpleNamespace(context=SimpleNamespace(span_id=record.span_id, trace_id=record.trace_id),
-                           start_time=record.start_time_unix_nano, end_time=record.end_time_unix_nano,
-                           resource=SimpleNamespace(attributes=None))  # decoded: see _agent_trace
-
-
 def _subprocess_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "ADK_", "LITELLM_", "GOOGLE_"))}
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", LITELLM_LOCAL_MODEL_COST_MAP="True")
@@ -210,18 +213,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Run]
 
 
 def _agent_trace(run: Run, agent: SpanRecord, name: str, tools: list[dict[str, Any]], **kwargs: Any) -> AgentTrace:
-    built = trace(readable(agent), name, conversation_id=agent.attributes.get("gen_ai.conversation.id"), **kwargs)
-    # A decoded span's resource is already the metadata it gives (the harness maps SDK resources).
-    return built.model_copy(update={"tool_definitions": tools, "metadata": dict(agent.resource)})
+    built = trace(RecordSpan(agent), name, conversation_id=agent.attributes.get("gen_ai.conversation.id"), **kwargs)
+    return built.model_copy(update={"tool_definitions": tools})
 
 
 def _call(run: Run, call_id: str, name: str, arguments: Any, result: Any, error: str | None = None) -> Any:
-    return call(readable(run.tool(call_id)), name, arguments, result, call_id=call_id, error=error)
+    return call(RecordSpan(run.tool(call_id)), name, arguments, result, call_id=call_id, error=error)
 
 
 def expected_tools(run: Run) -> list[AgentTrace]:
     agent = run.one("invoke_agent concierge")
-    llm = [readable(s) for s in run.model_calls(agent)]
+    llm = [RecordSpan(s) for s in run.model_calls(agent)]
     model = "openai/m-concierge"
     return [_agent_trace(run, agent, "concierge", [GET_WEATHER, LOCAL_TIME, BOOK_TABLE], input=QUESTION, final_output=FINAL, steps=[
         step(0, llm[0], [_call(run, "call_w1", "get_weather", {"city": "Paris"}, {"result": "sunny, 21C"})],
@@ -244,16 +246,16 @@ def expected_raises(run: Run) -> list[AgentTrace]:
     tool = run.one("execute_tool book_table")
     error = f"RuntimeError: {BOOKED}"
     # The tool span's call id is ``<not specified>``: the call keeps the id the model gave it.
-    raised = call(readable(tool), "book_table", BOOK_ARGS, None, call_id="call_b", error=error)
+    raised = call(RecordSpan(tool), "book_table", BOOK_ARGS, None, call_id="call_b", error=error)
     expected = _agent_trace(run, agent, "concierge", [BOOK_TABLE], input=BOOK_QUESTION, final_output=None, steps=[
-        step(0, readable(llm), [raised], model="openai/m-concierge", usage=(100, 10)),
+        step(0, RecordSpan(llm), [raised], model="openai/m-concierge", usage=(100, 10)),
     ])
     return [expected.model_copy(update={"status": "error", "error": error})]
 
 
 def _weather_trace(run: Run, agent: SpanRecord, tools: list[dict[str, Any]], input: str, usage: int,
                    parent_step: int | None) -> AgentTrace:
-    llm = [readable(s) for s in run.model_calls(agent)]
+    llm = [RecordSpan(s) for s in run.model_calls(agent)]
     model = "openai/m-weather"
     return _agent_trace(run, agent, "weather_agent", tools, input=input, final_output=OSLO, parent_step_index=parent_step,
                         steps=[
@@ -273,13 +275,13 @@ def expected_transfer(run: Run) -> list[AgentTrace]:
     target = _weather_trace(run, weather, [transfer_tool(run, "coordinator"), GET_WEATHER], OSLO_QUESTION, 101,
                             parent_step=0)
     return [_agent_trace(run, coordinator, "coordinator", [transfer_tool(run, "weather_agent")], input=OSLO_QUESTION, final_output=None, steps=[
-        step(0, readable(llm), [transfer], model="openai/m-coordinator", usage=(100, 10)),
+        step(0, RecordSpan(llm), [transfer], model="openai/m-coordinator", usage=(100, 10)),
     ], children=[target])]
 
 
 def expected_agent_tool(run: Run) -> list[AgentTrace]:
     planner, weather = run.one("invoke_agent planner"), run.one("invoke_agent weather_agent")
-    llm = [readable(s) for s in run.model_calls(planner)]
+    llm = [RecordSpan(s) for s in run.model_calls(planner)]
     model = "openai/m-planner"
     # Agent as tool: the nested agent's task is the request the planner's model wrote.
     nested = _weather_trace(run, weather, [GET_WEATHER], "weather in Oslo", 101, parent_step=0)
@@ -427,13 +429,9 @@ def test_a_transferred_agent_is_given_the_users_message(runs: dict[tuple[str, st
     assert [m["role"] for m in last[:3]] == ["system", "user", "user"]
     # ADK relays the coordinator's turn to the model as a user message
     assert last[2]["content"][0]["text"].startswith("For context:")
-    names = {t.agent_name: t for t in flat_traces(run.traces())}
+    names = {t.agent_name: t for t in all_traces(run.traces())}
     assert (names["weather_agent"].input, names["weather_agent"].final_output) == (OSLO_QUESTION, OSLO)
     assert (names["coordinator"].input, names["coordinator"].final_output) == (OSLO_QUESTION, None)
-
-
-def flat_traces(traces: list[AgentTrace]) -> list[AgentTrace]:
-    return [x for t in traces for x in (t, *flat_traces(t.children))]
 
 
 @pytest.mark.parametrize("mode", MODES)
