@@ -72,7 +72,7 @@ from .pipeline import Pipeline
 from .logs import OWN_EVENTS, event_name_of, is_genai_content
 from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.otlp_export import CountingExporter, ExportTally, emitted_counters
+from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
 from .sinks.prometheus import PrometheusSink
 from .stats import AtomicCounter, LabelledCounts, PipelineStats, RunLabels
 
@@ -193,10 +193,8 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
         return None, None
     protocol = options.export_protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip()
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
@@ -216,17 +214,14 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
     tracer_provider = logger_provider = None
-    emitted_spans, emitted_logs = emitted_counters(tally)
     if wants_traces:
         tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(emitted_spans)
-        exporter = CountingExporter(OTLPSpanExporter(**span_kwargs), "spans", tally)
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
+        tracer_provider.add_span_processor(
+            bounded_span_processor(OTLPSpanExporter(**span_kwargs), tally, settings.export_max_queued_spans))
     if wants_logs:
         logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(emitted_logs)
-        log_exporter = CountingExporter(OTLPLogExporter(**log_kwargs), "log_records", tally)
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))  # type: ignore[arg-type]
+        logger_provider.add_log_record_processor(
+            bounded_log_processor(OTLPLogExporter(**log_kwargs), tally, settings.export_max_queued_log_records))
     return tracer_provider, logger_provider
 
 
@@ -336,6 +331,7 @@ class EvalServer:
             "traces_evaluated": self.stats.traces_evaluated.total(),
             "dropped_shutdown": self.stats.dropped.get("shutdown"),
             "judge_dropped_shutdown": self.stats.dropped.get("judge_shutdown"),
+            "dropped": {reason: n for (reason,), n in sorted(self.stats.dropped.snapshot().items())},
             "spans_received": self.stats.spans_received.value,
         }
 
