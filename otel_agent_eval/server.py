@@ -332,6 +332,7 @@ class EvalServer:
             "dropped_shutdown": self.stats.dropped.get("shutdown"),
             "judge_dropped_shutdown": self.stats.dropped.get("judge_shutdown"),
             "dropped": {reason: n for (reason,), n in sorted(self.stats.dropped.snapshot().items())},
+            "traces_completed": {reason: n for (reason,), n in sorted(self.stats.traces_completed.snapshot().items())},
             "spans_received": self.stats.spans_received.value,
         }
 
