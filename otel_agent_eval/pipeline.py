@@ -330,6 +330,9 @@ class Pipeline:
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
             return
+        if self._stopping:  # shutdown has counted what it left; nothing will read this any more
+            self.stats.spans_dropped.inc("shutdown")
+            return
         self.intake.append(span)
         self.stats.spans_kept.inc()
 
@@ -337,6 +340,9 @@ class Pipeline:
         """Intake of a GenAI content log record (see ``logs.py``). O(1), never blocks."""
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
+            return
+        if self._stopping:
+            self.stats.log_records_dropped.inc("shutdown")
             return
         if log.trace_id is not None and log.trace_id not in self.active_traces:
             if not self._admit_with_waiting(log.trace_id, log=True):

@@ -141,7 +141,7 @@ class Refused(Exception):
 class ServerStats:
     def __init__(self) -> None:
         self.requests = LabelledCounts()  # (transport, signal, outcome)
-        self.spans_rejected = AtomicCounter()  # partial success: intake full mid-request
+        self.spans_rejected = AtomicCounter()  # partial success: intake full mid-request, or the drain began meanwhile
         self.own_spans = AtomicCounter()  # our own evaluation spans sent back to us: ignored
         self.log_records = LabelledCounts()  # (outcome,)
 
@@ -160,14 +160,15 @@ class ServerCollector(Collector):
             requests.add_metric(list(labels), value)
         yield requests
         yield CounterMetricFamily(
-            "agent_eval_server_spans_rejected", "Spans rejected in partial-success responses (intake full mid-request)",
+            "agent_eval_server_spans_rejected",
+            "Spans rejected in partial-success responses (intake full mid-request, or the drain began meanwhile)",
             value=s.spans_rejected.value,
         )
         yield CounterMetricFamily(
             "agent_eval_server_own_spans", "Spans of scope otel_agent_eval received back and ignored", value=s.own_spans.value
         )
         logs = CounterMetricFamily(
-            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own)",
+            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own, draining)",
             labels=["outcome"],
         )
         for labels, value in sorted(s.log_records.snapshot().items()):
@@ -302,6 +303,8 @@ class EvalServer:
         drain = self.options.drain_seconds if drain_seconds is None else drain_seconds
         deadline = time.monotonic() + drain
         self._draining = True
+        with self._offer_lock:  # a request already past admit() finishes its offer; later ones see _draining
+            pass
         before_evaluated = self.stats.traces_evaluated.total()
         at_stop = {"buffered_traces": self.stats.buffered_traces, "intake_spans": len(self.pipeline.intake),
                    "queued_evaluations": self.stats.queue_depth, "queued_judge_evaluations": self.stats.judge_queue_depth}
@@ -334,6 +337,8 @@ class EvalServer:
             "dropped": {reason: n for (reason,), n in sorted(self.stats.dropped.snapshot().items())},
             "traces_completed": {reason: n for (reason,), n in sorted(self.stats.traces_completed.snapshot().items())},
             "spans_received": self.stats.spans_received.value,
+            "spans_rejected": self.server_stats.spans_rejected.value,
+            "spans_dropped": {reason: n for (reason,), n in sorted(self.stats.spans_dropped_snapshot().items()) if n},
         }
 
     # -- health ----------------------------------------------------------------
@@ -370,6 +375,10 @@ class EvalServer:
             records = [r for r in records if r.scope_name != SCOPE_NAME]
         full = self.stats.intake_full
         with self._offer_lock:  # so that the intake_full delta is this request's alone
+            if self._draining:  # admitted before the drain began: refused now, and said so, not lost
+                for _ in records:
+                    self.server_stats.spans_rejected.inc()
+                return len(records)
             before = full.value
             self.pipeline.offer_records(records)
             rejected = full.value - before
@@ -380,17 +389,23 @@ class EvalServer:
 
     def receive_logs(self, logs: list[LogRecordData]) -> None:
         """GenAI content log records go to the pipeline, which joins them to their spans."""
-        for log in logs:
-            name = event_name_of(log.event_name, log.attributes)
-            if name in OWN_EVENTS:
-                self.server_stats.log_records.inc("own")  # our own results, sent back to us
-            elif log.trace_id is None or log.span_id is None:
-                self.server_stats.log_records.inc("no_span")
-            elif not is_genai_content(name):
-                self.server_stats.log_records.inc("not_genai")
-            else:
-                self.pipeline.offer_log(log)
-                self.server_stats.log_records.inc("accepted")
+        with self._offer_lock:  # as for spans: nothing offered once the drain has begun
+            for log in logs:
+                self._receive_log(log)
+
+    def _receive_log(self, log: LogRecordData) -> None:
+        name = event_name_of(log.event_name, log.attributes)
+        if self._draining:
+            self.server_stats.log_records.inc("draining")
+        elif name in OWN_EVENTS:
+            self.server_stats.log_records.inc("own")  # our own results, sent back to us
+        elif log.trace_id is None or log.span_id is None:
+            self.server_stats.log_records.inc("no_span")
+        elif not is_genai_content(name):
+            self.server_stats.log_records.inc("not_genai")
+        else:
+            self.pipeline.offer_log(log)
+            self.server_stats.log_records.inc("accepted")
 
     def count(self, transport: str, signal_name: str, outcome: str) -> None:
         self.server_stats.requests.inc(transport, signal_name, outcome)
@@ -482,6 +497,8 @@ def _logs_response() -> Any:
 
 
 def _rejected_message(rejected: int, app: EvalServer) -> str:
+    if app._draining:
+        return f"{rejected} spans rejected: the server is draining (shutting down); send them to another replica"
     return f"{rejected} spans rejected: evaluation intake full ({app.settings.max_intake_spans} spans); retry later"
 
 

@@ -138,3 +138,14 @@ def test_waiting_spans_expire_and_are_evicted_by_their_bounds_and_counted() -> N
     pipeline.offer_records([agent_run(9)[0]])
     assert pipeline.stats.waiting_spans.snapshot() == {("evicted",): 2, ("expired",): 3}
     assert len(pipeline.waiting) == 1
+
+
+def test_spans_offered_after_shutdown_are_counted_not_left_in_the_intake() -> None:
+    s = Settings.load(env={}, max_traces_per_second=0)
+    pipeline = Pipeline(s, [Slow(0.0)])
+    pipeline.start()
+    assert pipeline.shutdown(timeout=5)
+    root, genai = agent_run(3)
+    pipeline.offer_records([*genai, root])  # a request that was still being read when the drain ended
+    assert len(pipeline.intake) == 0
+    assert pipeline.stats.spans_dropped.get("shutdown") == 3

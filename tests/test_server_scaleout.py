@@ -162,10 +162,12 @@ def test_three_replicas_one_stopped_and_restarted_mid_stream_each_trace_evaluate
         assert len(result_ids) == len(set(result_ids))
 
         # Every trace sent is evaluated, or its loss is counted: by the exporter (spans that failed to
-        # reach r1 while it drained or was down), or by a replica (dropped{shutdown}: none here, the
-        # drains finished in time).
-        lost = [t for t in sent if t not in by_trace]
-        assert set(lost) <= router.failed_traces, [format(t, "032x") for t in set(lost) - router.failed_traces]
+        # reach r1 while it drained or was down), or by a replica: dropped{shutdown} (none here, the drains
+        # finished in time), or, for a request that was already being read when the drain began, its spans
+        # refused in a partial-success answer (spans_rejected) or dropped after the drain (spans_dropped).
+        unaccounted = {t for t in sent if t not in by_trace} - router.failed_traces
+        refused = sum(r["spans_rejected"] + r["spans_dropped"].get("shutdown", 0) for r in reports.values())
+        assert len(unaccounted) <= refused, ([format(t, "032x") for t in unaccounted], reports)
         for name, report in reports.items():
             assert report["drained"] is True and report["dropped_shutdown"] == 0 and report["exported"] is True, (name, report)
         assert sum(r["traces_evaluated"] for r in reports.values()) == len(by_trace)  # the reports agree with the receiver
