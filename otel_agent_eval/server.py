@@ -727,21 +727,22 @@ def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -
     if not server.exporting:
         _logger.warning("no OTLP endpoint configured (OTEL_EXPORTER_OTLP_ENDPOINT or --export-endpoint): results only on /metrics")
     print(json.dumps({"event": "listening", **server.ports}), file=out, flush=True)
-    stop = threading.Event()
     first_signal: list[float] = []
 
     def on_signal(signum: int, frame: Any) -> None:
+        # No locks here: the handler runs in the main thread between two bytecodes, possibly inside a
+        # ``threading.Event.wait`` that holds the Event's (non-reentrant) lock; ``Event.set`` would
+        # deadlock there, and serve would hang on SIGTERM. The main loop polls the list instead.
         if first_signal and time.monotonic() - first_signal[0] > 1.0:  # a second signal (not a duplicate): give up
             os._exit(128 + signum)
         if not first_signal:
             first_signal.append(time.monotonic())
-            _logger.info("signal %d: draining for up to %gs", signum, options.drain_seconds)
-        stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    while not stop.wait(0.5):
-        pass
+    while not first_signal:
+        time.sleep(0.2)
+    _logger.info("signal received: draining for up to %gs", options.drain_seconds)
     summary = server.stop()
     print(json.dumps({"event": "stopped", **summary}), file=out, flush=True)
     return 0
