@@ -378,3 +378,14 @@ def test_a_run_whose_agent_span_is_missing_is_partial_and_gets_result_ids_of_its
     assert full.agent_span_id == orphan.agent_span_id
     evaluator = StepBudget(max_steps=5)
     assert evaluator.evaluate(full)[0].result_id != evaluator.evaluate(orphan)[0].result_id
+
+
+def test_tools_run_for_a_turn_that_wrote_its_tool_use_as_text_are_its_requested_calls() -> None:
+    """ReAct and code agents: the model answers with text (an ``Action:`` or code), no structured
+    call; the tool spans run under that turn are its calls, requested, without call ids or issues.
+    A turn whose output holds neither text nor calls (not captured) still flags them."""
+    spans = [agent(), chat(2, 0, 10, text="Action: t\nAction Input: {}"), tool(3, "t", 20, 30, args={}, result="r"),
+             chat(4, 40, 50, text="done")]
+    (trace,) = assemble(spans)
+    assert steps(spans)[0] == [("t", None, "r", True, True)]
+    assert trace.steps[0].issues == []
