@@ -4,12 +4,14 @@ request to the scripted local server (``tests/openai_server.py``) running in thi
 
 Which instrumentation: AutoGen's own tracing guide sets up its native spans (``autogen-core``
 emits GenAI semconv ``create_agent`` / ``invoke_agent`` / ``execute_tool`` spans to the global
-tracer provider, always on) plus OpenLLMetry's ``OpenAIInstrumentor`` for the model calls. The
-other candidate, OpenInference's ``autogen-agentchat`` instrumentor, adds its own spans *on top of*
-the native ones (which stay on): an ``{agent}.on_messages_stream`` CHAIN, a
-``OpenAIChatCompletionClient.create`` LLM span and a ``{agent}.{tool}`` TOOL span wrapping each
-native ``execute_tool``, the failing tool's TOOL span OK while the native one is ERROR; it is not
-covered here.
+tracer provider, always on) plus OpenLLMetry's ``OpenAIInstrumentor`` for the model calls: that is
+the ``native`` run, the one AutoGen documents. Arize Phoenix's users instrument with OpenInference's
+``autogen-agentchat`` instrumentor instead: the ``openinference`` run. Its spans come *on top of*
+the native ones (which stay on): an ``{agent}.on_messages_stream`` AGENT span inside each
+``invoke_agent``, an ``OpenAIChatCompletionClient.create`` LLM span per model call (messages as
+``llm.*_messages``, no tool definitions), a ``{agent}.{tool}`` TOOL span around each native
+``execute_tool`` (arguments and result; OK with the error text as output when the tool raised,
+while the native span inside it is ERROR), and a ``Swarm.run_stream`` CHAIN span around a team.
 
 ``autogen-core`` pins ``protobuf`` 5 and the main test venv has 7, so the framework runs in its
 own venv (``tests/frameworks/envs/autogen.txt``) as a subprocess (``tests/frameworks/autogen_run.py``)
@@ -60,27 +62,40 @@ SWARM_SCRIPT = {
 class Run:
     output: str
     spans: list[RecordSpan]
+    instrumentation: str
+    """``native`` (AutoGen's spans + OpenLLMetry's ``openai.chat``) or ``openinference``."""
 
     def traces(self) -> list[AgentTrace]:
         return sorted(assemble([s.record for s in self.spans]), key=lambda t: t.start_time_unix_nano)
 
+    @property
+    def native(self) -> bool:
+        return self.instrumentation == "native"
+
     def chats(self) -> list[RecordSpan]:
-        return [s for s in self.spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+        """The model calls: ``openai.chat`` (OpenLLMetry) or ``OpenAIChatCompletionClient.create`` (OpenInference)."""
+        if self.native:
+            return [s for s in self.spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+        return [s for s in self.spans if s.attributes.get("openinference.span.kind") == "LLM"]
 
     def tools(self, name: str) -> list[RecordSpan]:
-        return [s for s in self.spans if s.attributes.get("gen_ai.tool.name") == name]
+        """The tool spans: AutoGen's ``execute_tool``, or OpenInference's TOOL span around it."""
+        key = "gen_ai.tool.name" if self.native else "tool.name"
+        return [s for s in self.spans if s.attributes.get(key) == name]
 
     def agent(self, name: str) -> RecordSpan:
-        return only(self.spans, lambda s: s.name == f"invoke_agent {name}")
-
-    def definitions(self, model: str) -> list:
-        """The tools offered to a model, as its first ``openai.chat`` span records them."""
-        chat = next(s for s in self.chats() if s.attributes.get("gen_ai.request.model") == model)
-        return json.loads(chat.attributes["gen_ai.tool.definitions"])
+        """The agent's span: AutoGen's ``invoke_agent``, or OpenInference's AGENT span inside it."""
+        span_name = f"invoke_agent {name}" if self.native else f"{name}.on_messages_stream"
+        return only(self.spans, lambda s: s.name == span_name)
 
 
 def with_tools(expected: AgentTrace, run: Run, model: str) -> AgentTrace:
-    return expected.model_copy(update={"tool_definitions": run.definitions(model)})
+    """The tools offered to the model, as its first ``openai.chat`` span lists them (OpenInference's
+    LLM spans list none)."""
+    if not run.native:
+        return expected
+    chat = next(s for s in run.chats() if s.attributes.get("gen_ai.request.model") == model)
+    return expected.model_copy(update={"tool_definitions": json.loads(chat.attributes["gen_ai.tool.definitions"])})
 
 
 @pytest.fixture(scope="session")
@@ -88,24 +103,30 @@ def autogen_python() -> Path:
     return framework_python("autogen")
 
 
-def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
+def run_scenario(python: Path, scenario: str, script: dict, out: Path, instrumentation: str) -> Run:
     with scripted(script) as server:
-        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out)],
+        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out), instrumentation],
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-4000:]
         assert server.errors == []
     spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
-    return Run(json.loads(done.stdout.strip().splitlines()[-1])["output"], [RecordSpan(r) for r in spans])
+    output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
+    return Run(output, [RecordSpan(r) for r in spans], instrumentation)
 
 
-@pytest.fixture(scope="module")
-def single(autogen_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_scenario(autogen_python, "single", SINGLE_SCRIPT, tmp_path_factory.mktemp("autogen") / "single.pb")
+INSTRUMENTATIONS = ["native", "openinference"]
 
 
-@pytest.fixture(scope="module")
-def swarm(autogen_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_scenario(autogen_python, "swarm", SWARM_SCRIPT, tmp_path_factory.mktemp("autogen") / "swarm.pb")
+@pytest.fixture(scope="module", params=INSTRUMENTATIONS)
+def single(request: pytest.FixtureRequest, autogen_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp("autogen") / "single.pb"
+    return run_scenario(autogen_python, "single", SINGLE_SCRIPT, out, request.param)
+
+
+@pytest.fixture(scope="module", params=INSTRUMENTATIONS)
+def swarm(request: pytest.FixtureRequest, autogen_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp("autogen") / "swarm.pb"
+    return run_scenario(autogen_python, "swarm", SWARM_SCRIPT, out, request.param)
 
 
 def planner_steps(run: Run) -> list:
@@ -129,6 +150,9 @@ def test_single_run_ended_with_the_scripted_answer(single: Run) -> None:
     book = only(single.spans, lambda s: s.attributes.get("gen_ai.tool.name") == "book_table")
     assert book.record.status_code == "ERROR" and {e.name for e in book.record.events} == {"exception"}
     assert "gen_ai.tool.call.arguments" not in book.attributes  # recovered from the requesting response
+    if not single.native:  # OpenInference's TOOL span around it: OK, with the error text as its output
+        oi_book = only(single.spans, lambda s: s.attributes.get("tool.name") == "book_table")
+        assert (oi_book.record.status_code, oi_book.attributes["output.value"]) == ("OK", sc.TABLE_ERROR)
 
 
 def test_single_steps(single: Run) -> None:
@@ -154,7 +178,9 @@ def test_single_create_agent_span_is_no_agent_run(single: Run) -> None:
 def test_swarm_run_ended_with_the_scripted_answer(swarm: Run) -> None:
     assert swarm.output == sc.FINAL_ANSWER
     agents = [s for s in swarm.spans if s.name.startswith("invoke_agent ")]
-    assert len({s.context.trace_id for s in agents}) == 2  # each agent's turn in a trace of its own
+    # Natively each agent's turn is a trace of its own; OpenInference's ``Swarm.run_stream`` CHAIN
+    # span holds them both.
+    assert len({s.context.trace_id for s in agents}) == (2 if swarm.native else 1)
 
 
 def test_swarm_one_step_per_model_response(swarm: Run) -> None:
@@ -165,28 +191,50 @@ def test_swarm_one_step_per_model_response(swarm: Run) -> None:
         ["get_weather", "get_weather"], ["book_table"], ["transfer_to_weather_agent"], ["get_weather"], []]
 
 
-def test_swarm_agents(swarm: Run) -> None:
-    """Two agents, as AutoGen's traces give them: unlinked (two traces). The handoff is the planner's
-    last call, without a result: AutoGen passes the transfer message on to the next agent's model
-    call, in another trace, as a user message with no call id."""
-    c, weather, handoff = swarm.chats(), swarm.tools("get_weather"), swarm.tools("transfer_to_weather_agent")
-    planner = trace(swarm.agent("planner"), "planner", input=sc.QUESTION, final_output=None, steps=[
-        *planner_steps(swarm),
-        step(2, c[2], [call(handoff[0], "transfer_to_weather_agent", {}, None, call_id="call_handoff")],
-             model=sc.PLANNER_MODEL, usage=counted_usage(2, {}, "")),
-    ])
-    weather_agent = trace(swarm.agent("weather_agent"), "weather_agent", input=sc.QUESTION, final_output=sc.FINAL_ANSWER, steps=[
+def expected_swarm(run: Run) -> list[AgentTrace]:
+    """Natively two agents, unlinked (two traces), the handoff call without a result: AutoGen passes
+    the transfer message on to the next agent's model call, in the other trace, as a user message
+    with no call id. With OpenInference one trace: ``weather_agent`` is a child of the planner's
+    step that handed off to it, and the handoff's TOOL span records the transfer message."""
+    c, weather, handoff = run.chats(), run.tools("get_weather"), run.tools("transfer_to_weather_agent")
+    handoff_result = None if run.native else HANDOFF_RESULT
+    weather_agent = trace(run.agent("weather_agent"), "weather_agent", input=sc.QUESTION, final_output=sc.FINAL_ANSWER, steps=[
         step(0, c[3], [call(weather[2], "get_weather", {"city": "Oslo"}, sc.WEATHER["Oslo"], call_id="call_oslo")],
              model=sc.WEATHER_MODEL, usage=counted_usage(3, {}, "")),
         step(1, c[4], model=sc.WEATHER_MODEL, usage=counted_usage(4, {}, ""), output=sc.FINAL_ANSWER),
-    ])
-    got = swarm.traces()
-    weather_agent.input = got[1].input  # see the next test
-    assert_traces(got, [with_tools(planner, swarm, sc.PLANNER_MODEL), with_tools(weather_agent, swarm, sc.WEATHER_MODEL)])
+    ], parent_step_index=None if run.native else 2)
+    weather_agent = with_tools(weather_agent, run, sc.WEATHER_MODEL)
+    planner = with_tools(trace(run.agent("planner"), "planner", input=sc.QUESTION, final_output=None, steps=[
+        *planner_steps(run),
+        step(2, c[2], [call(handoff[0], "transfer_to_weather_agent", {}, handoff_result, call_id="call_handoff")],
+             model=sc.PLANNER_MODEL, usage=counted_usage(2, {}, "")),
+    ], children=[] if run.native else [weather_agent]), run, sc.PLANNER_MODEL)
+    return [planner, weather_agent] if run.native else [planner]
+
+
+def test_swarm_agents(swarm: Run) -> None:
+    got = [t for t in swarm.traces() if t.steps]  # see test_swarm_no_empty_agent
+    for t in all_traces(got):
+        if t.agent_name == "weather_agent":
+            t.input = sc.QUESTION  # see test_swarm_handed_off_agent_input_is_the_users_message
+    assert_traces(got, expected_swarm(swarm))
+
+
+def test_swarm_no_empty_agent(swarm: Run, request: pytest.FixtureRequest) -> None:
+    """Every agent run has its steps: the native ``invoke_agent`` span around OpenInference's AGENT
+    span of the same agent is that agent, not another one."""
+    if not swarm.native:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=
+            "AutoGen + OpenInference Swarm: the handed-off agent's native `invoke_agent weather_agent` span, around "
+            "OpenInference's `weather_agent.on_messages_stream` AGENT span, becomes a second, empty `weather_agent` "
+            "AgentTrace (no steps, no input, no output) at the top level; for the first agent (`planner`) the two "
+            "spans are merged as they should be"))
+    assert all(t.steps for t in all_traces(swarm.traces()))
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "AutoGen Swarm: the handed-off agent's `invoke_agent` span records no input, and AutoGen sends its model the "
+    "AutoGen Swarm: the handed-off agent's span records no usable input (`invoke_agent`: none; OpenInference: a "
+    "Python repr of the messages), and AutoGen sends its model the "
     "handoff as a *user* message after the user's question (`Transferred to weather_agent, adopting the role of "
     "weather_agent immediately.`): assembly takes the last user message of the first model call, the transfer "
     "message, as the agent's input instead of the user's question"))

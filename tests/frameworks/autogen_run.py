@@ -1,13 +1,14 @@
 """Scripted AutoGen AgentChat runs with AutoGen's native OpenTelemetry tracing; run in the AutoGen
 virtualenv (``tests/frameworks/envs/autogen.txt``: ``autogen-core`` pins ``protobuf`` 5, the main
-test venv has 7), as ``python autogen_run.py SCENARIO BASE_URL OUT``. It writes the run's spans to
+test venv has 7), as ``python autogen_run.py SCENARIO BASE_URL OUT [INSTRUMENTATION]``. It writes the run's spans to
 OUT as one OTLP ``ExportTraceServiceRequest`` (protobuf) and prints the final output as JSON.
 
 Instrumentation, as AutoGen's tracing guide sets it up: AutoGen's own spans (``create_agent``,
 ``invoke_agent``, ``execute_tool``; the runtime's ``autogen publish/process/create`` messaging
 spans in a team) go to the global tracer provider; model calls are traced by OpenLLMetry's
 ``OpenAIInstrumentor`` (``opentelemetry-instrumentation-openai``), as ``openai.chat`` spans with
-GenAI semconv messages.
+GenAI semconv messages (INSTRUMENTATION ``native``, the default). With ``openinference``,
+OpenInference's ``AutogenAgentChatInstrumentor`` instead of OpenLLMetry (AutoGen's own spans stay on).
 
 Scenarios (the model's script lives in the test):
 
@@ -38,6 +39,7 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import TextMessageTermination
 from autogen_agentchat.teams import Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
+from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
 
 # Run as a script: its directory is on sys.path, the project is not.
 from autogen_scenarios import PLANNER_MODEL, QUESTION, WEATHER, WEATHER_MODEL
@@ -82,16 +84,17 @@ async def run_swarm(base_url: str) -> str:
 SCENARIOS = {"single": run_single, "swarm": run_swarm}
 
 
-def main(scenario: str, base_url: str, out: str) -> None:
+def main(scenario: str, base_url: str, out: str, instrumentation: str = "native") -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)  # AutoGen's own spans use the global provider
-    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    instrumentor = OpenAIInstrumentor() if instrumentation == "native" else AutogenAgentChatInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
     try:
         output = asyncio.run(SCENARIOS[scenario](base_url))
     finally:
-        OpenAIInstrumentor().uninstrument()
+        instrumentor.uninstrument()
     provider.force_flush()
     with open(out, "wb") as f:
         f.write(encode_spans(exporter.get_finished_spans()).SerializeToString())
@@ -99,4 +102,4 @@ def main(scenario: str, base_url: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])
