@@ -60,6 +60,8 @@ class Run:
     """The spans, each joined with its log records (what a backend holding both signals has)."""
     bare: list[RecordSpan]
     """The spans alone."""
+    streamed: set[bool]
+    """Whether the model requests asked for a stream."""
 
     def traces(self, spans: list[RecordSpan] | None = None) -> list[AgentTrace]:
         return assemble([s.record for s in (self.spans if spans is None else spans)])
@@ -93,16 +95,19 @@ def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-4000:]
         assert server.errors == []
+        streamed = {bool(r.body.get("stream")) for r in server.requests}
     spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
     logs = decode_logs_protobuf(Path(f"{out}.logs").read_bytes())
     joined = join_log_records(spans, logs)
     return Run(json.loads(done.stdout.strip().splitlines()[-1])["output"],
-               [RecordSpan(r) for r in joined], [RecordSpan(r) for r in spans])
+               [RecordSpan(r) for r in joined], [RecordSpan(r) for r in spans], streamed)
 
 
-@pytest.fixture(scope="module")
-def single(sk_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_scenario(sk_python, "single", SINGLE_SCRIPT, tmp_path_factory.mktemp("sk") / "single.pb")
+@pytest.fixture(scope="module", params=["single", "streamed"])
+def single(request: pytest.FixtureRequest, sk_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The lone agent, through ``get_response`` or streamed through ``invoke_stream``: the same spans."""
+    out = tmp_path_factory.mktemp("sk") / f"{request.param}.pb"
+    return run_scenario(sk_python, request.param, SINGLE_SCRIPT, out)
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +135,9 @@ def expected_single(run: Run) -> list[AgentTrace]:
     ])]
 
 
-def test_single_run_ended_with_the_scripted_answer(single: Run) -> None:
+def test_single_run_ended_with_the_scripted_answer(single: Run, request: pytest.FixtureRequest) -> None:
     assert single.output == sc.ANSWER
+    assert single.streamed == {"streamed" in request.node.callspec.id}
     chat = single.chats(sc.PLANNER_MODEL)[0]
     assert not any(k.startswith("gen_ai.input") or k.startswith("gen_ai.output") for k in chat.record.attributes)
     book = only(single.spans, lambda s: s.attributes.get("gen_ai.tool.name") == sc.BOOK_TABLE)

@@ -19,6 +19,7 @@ Scenarios (the model's script lives in the test):
 - ``agent_as_tool``: the same ``planner``, also given the ``weather_agent`` plugin whose ``ask``
   function runs a second ``ChatCompletionAgent`` ``weather_agent`` (``get_weather`` for Oslo, then
   its answer); ``planner`` asks it after the failed booking, then answers.
+- ``streamed``: ``single`` through ``invoke_stream`` (streamed chat completions).
 
 Self-contained on purpose: this venv has neither the project nor its test helpers.
 """
@@ -88,7 +89,13 @@ async def run_agent_as_tool(base_url: str) -> str:
     return await run_single(base_url, WeatherAgent(base_url))
 
 
-SCENARIOS = {"single": run_single, "agent_as_tool": run_agent_as_tool}
+async def run_streamed(base_url: str) -> str:
+    planner = ChatCompletionAgent(name="planner", instructions="You plan trips.", plugins=[Travel()],
+                                  service=service(base_url, PLANNER_MODEL))
+    return "".join([str(chunk.content) async for chunk in planner.invoke_stream(messages=QUESTION)])
+
+
+SCENARIOS = {"single": run_single, "agent_as_tool": run_agent_as_tool, "streamed": run_streamed}
 
 
 def main(scenario: str, base_url: str, out: str) -> None:
