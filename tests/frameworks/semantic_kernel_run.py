@@ -30,27 +30,30 @@ import os
 
 os.environ["SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE"] = "true"
 
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
+import asyncio
+import json
+import logging
+import sys
 
-from openai import AsyncOpenAI  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry._logs import set_logger_provider  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler  # noqa: E402
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-from semantic_kernel.agents import ChatCompletionAgent  # noqa: E402
-from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion  # noqa: E402
-from semantic_kernel.functions import kernel_function  # noqa: E402
+from openai import AsyncOpenAI
+from opentelemetry import trace
+from opentelemetry._logs import set_logger_provider
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
+from opentelemetry.sdk._logs.export import (
+    InMemoryLogRecordExporter,
+    SimpleLogRecordProcessor,
+)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from semantic_kernel.agents import ChatCompletionAgent
+from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion
+from semantic_kernel.functions import kernel_function
 
 # Run as a script: its directory is on sys.path, the project is not.
-from semantic_kernel_scenarios import PLANNER_MODEL, QUESTION, WEATHER, WEATHER_MODEL  # noqa: E402
+from semantic_kernel_scenarios import PLANNER_MODEL, QUESTION, WEATHER, WEATHER_MODEL
 
 
 class Travel:
