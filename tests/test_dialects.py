@@ -223,6 +223,23 @@ def test_legacy_single_string_and_message_events() -> None:
     assert (call.name, call.arguments, call.call_id) == ("get_weather", {"city": "Paris"}, "c1")
 
 
+def test_semantic_kernel_log_bodies_as_json_strings() -> None:
+    """Semantic Kernel logs each message as one JSON string body; joined to its span, the body is
+    the event's ``content``: ``{"message": ..., "finish_reason": ...}`` for ``gen_ai.choice``."""
+    choice = {"message": {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "Travel-get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}, "finish_reason": "tool_calls"}
+    llm = span(2, "chat m", 1, 10, None, attributes={"gen_ai.operation.name": "chat"}, events=(
+        SpanEvent("gen_ai.user.message", 1, {"content": json.dumps({"role": "user", "content": "weather?"})}),
+        SpanEvent("gen_ai.choice", 9, {"content": json.dumps(choice)})))
+    op = read_operation(llm)
+    assert op.input_messages[0].text == "weather?"
+    (call,) = op.requested_calls()
+    assert (call.name, call.arguments, call.call_id) == ("Travel-get_weather", {"city": "Paris"}, "c1")
+    text = {"message": {"role": "assistant", "content": "Sunny."}, "finish_reason": "stop"}
+    llm = dataclasses.replace(llm, events=(SpanEvent("gen_ai.choice", 9, {"content": json.dumps(text)}),))
+    assert read_operation(llm).output_text() == "Sunny."
+
+
 def test_koog_tool_calls_as_content_list_and_role_tool_results() -> None:
     # Koog (ai.koog): each tool call its own completion index, content = JSON list; results role=tool
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",

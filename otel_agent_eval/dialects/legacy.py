@@ -257,8 +257,15 @@ def event_message(event: SpanEvent, role: str, issues: list[str]) -> Message:
 
 
 def choice_message(event: SpanEvent, issues: list[str]) -> Message:
-    """A ``gen_ai.choice`` event: ``message`` is a chat message or Strands content blocks."""
+    """A ``gen_ai.choice`` event: ``message`` is a chat message or Strands content blocks.
+
+    Semantic Kernel logs the whole body as one JSON string (``{"message": ..., "finish_reason": ...}``),
+    which a joined log record holds as its ``content``."""
     message = maybe_json(event.attributes.get("message"), f"{event.name}.message", issues)
+    if message is None and "content" in event.attributes:
+        body = maybe_json(event.attributes["content"], f"{event.name}.content", issues)
+        if isinstance(body, dict) and isinstance(body.get("message"), dict):
+            message = body["message"]
     if isinstance(message, dict) and ("content" in message or "tool_calls" in message):
         item = {"role": "assistant", **message}
     else:
