@@ -116,6 +116,11 @@ class Operation:
         self._input_messages = parse(found)
         self.issues[position:position] = found
 
+    @property
+    def input_known(self) -> bool:
+        """Are the input messages set or deferred already (without parsing them)?"""
+        return self._pending_input is not None or self._input_messages is not None
+
     def defer_input_messages(self, parse: Callable[[list[str]], list[Message] | None]) -> None:
         """Parse the input messages when first read: ``parse(issues)`` returns them and appends its issues."""
         self._pending_input = (parse, len(self.issues))

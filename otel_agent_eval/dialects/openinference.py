@@ -77,11 +77,13 @@ def extract(record: SpanRecord, op: Operation) -> None:
     fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=node,
          graph_namespace=namespace)
     if op.kind == LLM:
-        messages = _flattened(attrs, issues)
+        if op.input_known:
+            fill(op, input_messages=_flattened(attrs, issues, "input").get("input"))
+        else:  # the history, repeated on every model call: parsed when assembly needs it
+            op.defer_input_messages(lambda found: _flattened(attrs, found, "input").get("input"))
         fill(
             op,
-            input_messages=messages.get("input"),
-            output_messages=messages.get("output"),
+            output_messages=_flattened(attrs, issues, "output").get("output"),
             model=first_str(attrs, "llm.response.model_name", "llm.model_name", "llm.request.model_name"),
             provider=first_str(attrs, "llm.provider", "llm.system"),
             usage=usage_from(attrs, ("llm.token_count.prompt",), ("llm.token_count.completion",)),
@@ -188,10 +190,12 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
     return None  # structured I/O of unknown shape: leave it to the steps
 
 
-def _flattened(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:
+def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
+    """``llm.{side}_messages.*`` -> ``{side: messages}`` (empty when there are none)."""
+    prefix = f"llm.{side}_messages."
     grouped: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attrs.items():
-        match = _MESSAGE_KEY.match(key)
+        match = _MESSAGE_KEY.match(key) if key.startswith(prefix) else None
         if match:
             grouped.setdefault(match.group(1), {}).setdefault(int(match.group(2)), {})[match.group(3)] = value
     return {
