@@ -44,7 +44,7 @@ from typing import Any
 
 from otel_agent_eval import assemble
 from otel_agent_eval.config import Settings
-from otel_agent_eval.dialects import read_operation
+from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
 from otel_agent_eval.evaluators.base import Evaluator, safe_evaluate
 from otel_agent_eval.pipeline import flatten

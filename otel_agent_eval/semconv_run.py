@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
-from .dialects import AGENT_NAME_PREFIXES, DIALECTS, semconv
-from .dialects.base import (
+from .assembly.dialects import AGENT_NAME_PREFIXES, DIALECTS, semconv
+from .assembly.dialects.base import (
     AGENT,
     LLM,
     OTHER,

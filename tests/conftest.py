@@ -45,7 +45,7 @@ if _ROOT not in sys.path:
 @pytest.fixture(autouse=True)
 def one_pass_matches_the_general_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Hold ``assemble_semconv_run`` equal to the general path on every trace a test assembles."""
-    assembly = importlib.import_module("otel_agent_eval.assemble")  # the package exports ``assemble``, the function
+    assembly = importlib.import_module("otel_agent_eval.assembly.core")  # the package exports ``assemble``, the function
     one_pass = assembly.assemble_semconv_run
     differences: list[str] = []
 

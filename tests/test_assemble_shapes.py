@@ -351,7 +351,7 @@ def test_architecture_doc_states_the_assembly_rules_as_built() -> None:
     import importlib
     from pathlib import Path
 
-    doc = importlib.import_module("otel_agent_eval.assemble").__doc__ or ""
+    doc = importlib.import_module("otel_agent_eval.assembly.core").__doc__ or ""
     rules = doc[doc.index("1. Read every span"):].strip()
     architecture = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
     assert rules in architecture, "docs/architecture.md 'Assembly' is stale: paste the rules from assemble.py's docstring"

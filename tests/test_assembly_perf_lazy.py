@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from otel_agent_eval import assemble
-from otel_agent_eval.dialects import read_operation
+from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.records import SpanRecord
 
 MS = 1_000_000

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from otel_agent_eval.assemble import assemble
-from otel_agent_eval.dialects.base import canonical_json
+from otel_agent_eval import assemble
+from otel_agent_eval.assembly.dialects.base import canonical_json
 from otel_agent_eval.evaluators.trajectory import LoopDetection
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
 from otel_agent_eval.records import STATUS_ERROR, SpanRecord
@@ -28,7 +28,7 @@ from otel_agent_eval.records import STATUS_ERROR, SpanRecord
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import pipeline as bench  # noqa: E402
 
-ASSEMBLE = sys.modules["otel_agent_eval.assemble"]
+ASSEMBLE = sys.modules["otel_agent_eval.assembly.core"]
 MS = 1_000_000
 
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_agent_eval.assemble import _TraceAssembly, assemble
+from otel_agent_eval.assembly.core import _TraceAssembly, assemble
 from otel_agent_eval.records import OWN_SCOPE, STATUS_ERROR, SpanEvent, SpanRecord
 from otel_agent_eval.semconv_run import assemble_semconv_run
 from tests.test_assembly_perf_lone_agent import agent, chat, span, tool

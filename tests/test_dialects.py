@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from otel_agent_eval import assemble
-from otel_agent_eval.dialects import GENAI_MARKERS, is_genai, read_operation
+from otel_agent_eval.assembly.dialects import GENAI_MARKERS, is_genai, read_operation
 from otel_agent_eval.records import STATUS_ERROR, SpanEvent, SpanRecord
 
 QUESTION = "Weather and time in Paris?"

@@ -241,7 +241,7 @@ def test_a_span_only_run_without_a_failure_is_assembled_in_one_pass(monkeypatch:
     the processor assembles the trace in one pass (``semconv_run``), and the autouse fixture in
     conftest.py holds it equal to the general path. The failing run above takes the general path:
     book_hotel's span records no result, which the general path back-fills from the next turn."""
-    assembly = sys.modules["otel_agent_eval.assemble"]
+    assembly = sys.modules["otel_agent_eval.assembly.core"]
     checked = assembly.assemble_semconv_run  # conftest's: compares with the general path
     taken: list[bool] = []
 

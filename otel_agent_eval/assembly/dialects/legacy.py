@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import SpanEvent, SpanRecord
+from ...records import SpanEvent, SpanRecord
 from .base import (
     LLM,
     OTHER,

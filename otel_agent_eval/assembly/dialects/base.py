@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import TokenUsage
-from ..records import SpanRecord, clean
+from ...model import TokenUsage
+from ...records import SpanRecord, clean
 
 AGENT = "agent"
 LLM = "llm"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import (
     AGENT,
     LLM,

@@ -74,10 +74,10 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
-from .metadata import run_metadata
-from .model import AgentTrace, step_texts
-from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
-from .semconv_run import assemble_semconv_run
+from ..metadata import run_metadata
+from ..model import AgentTrace, step_texts
+from ..records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
+from ..semconv_run import assemble_semconv_run
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from . import adk, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
 from .base import AGENT, OTHER, Message, Operation, RequestedCall, langgraph_task, span_name_subject
 

@@ -11,7 +11,7 @@ recorded trace langfuse ``pydantic-ai-tools-2025-12-04.json`` (pydantic-ai 1.26.
 
 from __future__ import annotations
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import AGENT, TOOL, Message, Operation, fill, first_str, maybe_json, parse_json_value, present
 
 MARKERS = ()  # its spans also carry gen_ai.agent.name / gen_ai.tool.name / gen_ai.operation.name

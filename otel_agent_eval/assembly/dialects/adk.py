@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import (
     AGENT,
     LLM,
