@@ -6,6 +6,11 @@ needs. Every dialect module has:
 
 * ``MARKERS``: attribute keys present on (nearly) every span of that dialect, for
   the hot path; ``detect(record)``: does this span carry the dialect at all;
+* what ``detect`` looks at, for dispatch (``detected``): ``DETECT_KEYS``, every attribute key it
+  reads, and optionally ``DETECT_SCOPES`` / ``DETECT_NAMES`` (instrumentation scope / span name
+  prefixes) and ``DETECT_EVENTS`` (span event names). A span is offered only to the dialects
+  whose signals it carries (one set intersection against a key -> dialects map), which confirm
+  with ``detect``;
 * ``kind(record)``: the kind the dialect states explicitly (an operation name, a
   span-kind attribute, a known span name), ``OTHER`` when it states that the
   span is no part of a step (embeddings, a task chain), else None; ``guess_kind(record)``
@@ -54,25 +59,64 @@ def is_genai(attributes: Mapping[str, Any] | None) -> bool:
     return False
 
 
+_BY_KEY: dict[str, tuple[Any, ...]] = {}
+for _dialect in DIALECTS:
+    for _key in _dialect.DETECT_KEYS:
+        _BY_KEY[_key] = (*_BY_KEY.get(_key, ()), _dialect)
+_KEYS = frozenset(_BY_KEY)
+_SCOPES = tuple(p for d in DIALECTS for p in getattr(d, "DETECT_SCOPES", ()))
+_NAMES = tuple(p for d in DIALECTS for p in getattr(d, "DETECT_NAMES", ()))
+_EVENTS = frozenset(e for d in DIALECTS for e in getattr(d, "DETECT_EVENTS", ()))
+_ORDER = {dialect: position for position, dialect in enumerate(DIALECTS)}
+
+
+def detected(record: SpanRecord) -> list[Any]:
+    """The dialects a span carries, in ``DIALECTS`` order: only those whose signals it has are asked."""
+    keys = _KEYS.intersection(record.attributes)
+    if len(keys) == 1:
+        (key,) = keys
+        candidates: set[Any] | tuple[Any, ...] = _BY_KEY[key]
+    else:
+        candidates = {dialect for key in keys for dialect in _BY_KEY[key]}
+    if (
+        (record.scope_name and record.scope_name.startswith(_SCOPES))
+        or record.name.startswith(_NAMES)
+        or (record.events and not _EVENTS.isdisjoint(e.name for e in record.events))
+    ):
+        candidates = {*candidates, *(d for d in DIALECTS if _signals_other(d, record))}
+    confirmed = [dialect for dialect in candidates if dialect.detect(record)]
+    if len(confirmed) > 1:
+        confirmed.sort(key=_ORDER.__getitem__)
+    return confirmed
+
+
+def _signals_other(dialect: Any, record: SpanRecord) -> bool:
+    return (
+        record.scope_name.startswith(getattr(dialect, "DETECT_SCOPES", ()) or ("\0",))
+        or record.name.startswith(getattr(dialect, "DETECT_NAMES", ()) or ("\0",))
+        or any(e.name in getattr(dialect, "DETECT_EVENTS", ()) for e in record.events)
+    )
+
+
 def read_operation(record: SpanRecord) -> Operation | None:
     """Read a span as a GenAI operation, or None when no dialect recognises it."""
-    detected = [dialect for dialect in DIALECTS if dialect.detect(record)]
-    if not detected:
+    found = detected(record)
+    if not found:
         return None
     kind = None
-    for dialect in detected:
+    for dialect in found:
         kind = dialect.kind(record)
         if kind is not None:
             break
     if kind is None:
         kind = next(
-            (k for d in detected if hasattr(d, "guess_kind") and (k := d.guess_kind(record)) is not None),
+            (k for d in found if hasattr(d, "guess_kind") and (k := d.guess_kind(record)) is not None),
             None,
         )
     if kind is None or kind == OTHER:
         return None
     op = Operation(record=record, kind=kind)
-    for dialect in detected:
+    for dialect in found:
         dialect.extract(record, op)
     if op.kind == AGENT and not op.agent_name:
         op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
@@ -95,9 +139,8 @@ def read_subgraph_agent(record: SpanRecord) -> Operation:
     (``create_react_agent(name=...)``), else the node it runs as.
     """
     op = Operation(record=record, kind=AGENT)
-    for dialect in DIALECTS:
-        if dialect.detect(record):
-            dialect.extract(record, op)
+    for dialect in detected(record):
+        dialect.extract(record, op)
     if op.agent_name is None:
         op.agent_name = record.name if record.name and record.name != DEFAULT_GRAPH_NAME else op.graph_node
     return op

@@ -36,6 +36,8 @@ from .base import (
 MARKERS = ("gcp.vertex.agent.llm_request",)
 
 SYSTEM = "gcp.vertex.agent"
+DETECT_KEYS = ("gcp.vertex.agent.llm_request", "gcp.vertex.agent.tool_call_args", "gen_ai.system")
+DETECT_SCOPES = (SYSTEM,)
 
 
 def detect(record: SpanRecord) -> bool:

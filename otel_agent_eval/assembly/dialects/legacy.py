@@ -53,6 +53,9 @@ CHOICE_EVENT = "gen_ai.choice"
 STRING_EVENTS = {"gen_ai.content.prompt": "gen_ai.prompt", "gen_ai.content.completion": "gen_ai.completion"}
 REQUEST_TYPES = {"chat": LLM, "completion": LLM}
 LANGSMITH_KINDS = {"llm": LLM, "chat_model": LLM, "tool": TOOL}
+DETECT_KEYS = (*MARKERS, "gen_ai.prompt", "gen_ai.completion", "gen_ai.prompt.0.role", "gen_ai.completion.0.role",
+               "gen_ai.completion.0.content")
+DETECT_EVENTS = (*MESSAGE_EVENTS, CHOICE_EVENT, *STRING_EVENTS)
 
 
 def detect(record: SpanRecord) -> bool:

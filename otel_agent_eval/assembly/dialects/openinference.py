@@ -44,6 +44,7 @@ from .base import (
 )
 
 MARKERS = ("openinference.span.kind",)
+DETECT_KEYS = (*MARKERS, "input.value", "output.value")
 
 SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
 _MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")

@@ -40,6 +40,8 @@ MARKERS = (
     "gen_ai.tool.name",
     "gen_ai.agent.name",
 )
+DETECT_KEYS = (*MARKERS, "gen_ai.input.messages")
+"""Every attribute key ``detect`` looks at: only spans carrying one are asked (``dialects.detected``)."""
 
 OPERATION_KINDS = {
     "invoke_agent": AGENT,

@@ -55,6 +55,7 @@ from .base import (
 )
 
 MARKERS = ("traceloop.span.kind",)
+DETECT_KEYS = (*MARKERS, "traceloop.entity.name", "traceloop.workflow.name")
 
 SPAN_KINDS = {"workflow": WORKFLOW, "agent": AGENT, "tool": TOOL}
 SESSION_KEYS = ("traceloop.association.properties.session_id", "traceloop.association.properties.thread_id")

@@ -33,6 +33,8 @@ from .base import (
 )
 
 MARKERS = ("ai.operationId",)
+DETECT_KEYS = MARKERS
+DETECT_NAMES = ("ai.",)
 
 CALLS = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
 MODEL_CALLS = tuple(f"{call}.{suffix}" for call in CALLS for suffix in ("doGenerate", "doStream"))
