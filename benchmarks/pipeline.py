@@ -36,7 +36,6 @@ import io
 import json
 import os
 import pstats
-import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from otel_agent_eval import assemble
 from otel_agent_eval.assembly.dialects import GENAI_MARKERS, is_genai, read_operation

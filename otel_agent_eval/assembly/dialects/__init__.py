@@ -33,10 +33,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...records import SpanRecord
-from . import adk, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
-from .base import AGENT, OTHER, Message, Operation, RequestedCall, langgraph_task, span_name_subject
+from . import adk, langgraph, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
+from .base import AGENT, OTHER, Message, Operation, RequestedCall, span_name_subject
 
 DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
+FRAMEWORKS = (langgraph,)
+"""Modules with structural rules but no span reading of their own (their spans come through the dialects)."""
+RULES = tuple(rule for module in (*DIALECTS, *FRAMEWORKS) for rule in getattr(module, "RULES", ()))
+"""Every framework's structural rules (``assembly/rules.py``), in registration order."""
 
 # Attribute keys whose presence marks a span as GenAI for the hot path. Checked
 # with one dict lookup each, so keep this short and specific.
@@ -123,30 +127,7 @@ def read_operation(record: SpanRecord) -> Operation | None:
     return op
 
 
-DEFAULT_GRAPH_NAME = "LangGraph"
-"""The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
-
-
-def graph_namespace(record: SpanRecord) -> str | None:
-    """The checkpoint namespace of the LangGraph node task a span runs in (``base.langgraph_task``)."""
-    return langgraph_task(record.attributes)[1]
-
-
-def read_subgraph_agent(record: SpanRecord) -> Operation:
-    """A LangGraph graph run as a node of another graph (a chain span), read as the agent it is.
-
-    Every dialect the span carries fills it in; its name is the compiled graph's
-    (``create_react_agent(name=...)``), else the node it runs as.
-    """
-    op = Operation(record=record, kind=AGENT)
-    for dialect in detected(record):
-        dialect.extract(record, op)
-    if op.agent_name is None:
-        op.agent_name = record.name if record.name and record.name != DEFAULT_GRAPH_NAME else op.graph_node
-    return op
-
-
 __all__ = [
-    "AGENT_NAME_PREFIXES", "Message", "Operation", "RequestedCall", "GENAI_MARKERS", "graph_namespace", "is_genai",
-    "read_operation", "read_subgraph_agent",
+    "AGENT_NAME_PREFIXES", "DIALECTS", "GENAI_MARKERS", "Message", "Operation", "RULES", "RequestedCall", "detected",
+    "is_genai", "read_operation",
 ]

@@ -8,7 +8,7 @@ and their arguments / result in the generic ``input.value`` / ``output.value``
 (which Koog also uses on its tool spans, without the span kind).
 LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
 ``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
-A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``base.langchain_tool_output``).
+A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``langgraph.langchain_tool_output``).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ...records import SpanRecord
+from ..rules import Rule, Scope
 from .base import (
     AGENT,
     LLM,
@@ -31,9 +32,6 @@ from .base import (
     as_str,
     fill,
     first_str,
-    langchain_text,
-    langchain_tool_output,
-    langgraph_task,
     maybe_json,
     parse_json_value,
     present,
@@ -42,6 +40,7 @@ from .base import (
     text_of,
     usage_from,
 )
+from .langgraph import langchain_text, langchain_tool_output, langgraph_task
 
 MARKERS = ("openinference.span.kind",)
 DETECT_KEYS = (*MARKERS, "input.value", "output.value")
@@ -239,3 +238,34 @@ def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
     else:
         message.texts.extend(t for t in texts if t)
     return message
+
+
+class HandoffLinks(Rule):
+    """An agent that names the agent it took over from (``graph.node.parent_id``) is that agent's child.
+
+    OpenAI Agents (OpenInference) records a handoff target as a sibling of the source agent
+    under the workflow span; the tree alone would make it a root.
+    """
+
+    hint = "parent_node_id"
+
+    def link(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        for scope in scopes.values():
+            target = scope.agent.parent_node_id if scope.agent else None
+            if not target:
+                continue
+            start = scope.root.start_time_unix_nano
+            sources = [
+                other for other in scopes.values()
+                if other is not scope and other.agent is not None
+                and target in (other.agent.node_id, other.agent.agent_name)
+                and other.root.start_time_unix_nano <= start
+                and not other.within(scope)
+            ]
+            if sources:
+                source = max(sources, key=lambda o: o.root.start_time_unix_nano)
+                if source is not scope.parent:
+                    scope.move_under(source)
+
+
+RULES = (HandoffLinks(),)
