@@ -120,13 +120,10 @@ class TraceAssembly(TraceIndex):
     def run(self) -> list[AgentTrace]:
         if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
             return []
-        hints = self.hints()
-        if any(op.kind == AGENT for op in self.ops.values()):
-            hints.add("")
         for rule in RULES:
-            if rule.hint in hints:
+            if rule.hint in self.hints:
                 rule.prepare(self)
-        rules = [rule for rule in RULES if rule.hint in hints or (rule.hint and rule.hint in self.hints())]
+        rules = [rule for rule in RULES if rule.hint in self.hints]  # a rule may have added hints
         ordered = sorted(self.ops.values(), key=_start_order)
         scopes: dict[int, Scope] = {}
         for op in ordered:

@@ -4,7 +4,7 @@
 our own evaluation spans left out), ``ancestors`` (nearest first), ``nearest`` (the nearest
 ancestor operation of a kind, one walk per span, cached), ``top`` (the local root), and
 ``hints``: the ``Operation`` fields the rules are triggered by (``Rule.hint``) that some
-operation sets. Rules that add or remove operations do it through ``add`` / ``remove``,
+operation sets ("agent" when an operation is an agent), and ``kinds``. Rules that add or remove operations do it through ``add`` / ``remove``,
 which keep the caches true.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ..records import OWN_SCOPE, SpanRecord
 from .dialects import RULES, read_operation
-from .dialects.base import Operation
+from .dialects.base import AGENT, Operation
 
-HINT_FIELDS = tuple(dict.fromkeys(rule.hint for rule in RULES if rule.hint))
+HINT_FIELDS = tuple(dict.fromkeys(rule.hint for rule in RULES if rule.hint != AGENT))
 """The ``Operation`` fields some rule is triggered by."""
 
 
@@ -24,31 +24,37 @@ class TraceIndex:
     def __init__(self, records: dict[int, SpanRecord]) -> None:
         self.records = records
         self.ops: dict[int, Operation] = {}
+        self.kinds: dict[str, int] = {}
+        """How many operations of each kind: a kind the trace lacks is never looked for up the tree."""
+        self.hints: set[str] = set()
+        """The rule hints (``HINT_FIELDS``) some operation sets, and "agent" when there is an agent."""
         for span_id, record in records.items():
             if record.scope_name == OWN_SCOPE:
                 continue  # kept for ancestry only: our own evaluation spans are no agent
             op = read_operation(record)
             if op is not None:
-                self.ops[span_id] = op
+                self.add(op)
         self._ancestors: dict[int, list[int]] = {}
         self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
 
-    def hints(self) -> set[str]:
-        """The rule hints (``HINT_FIELDS``) some operation sets."""
-        found: set[str] = set()
-        for op in self.ops.values():
-            for name in HINT_FIELDS:
-                if name not in found and getattr(op, name):
-                    found.add(name)
-        return found
-
     def add(self, op: Operation) -> None:
         self.ops[op.span_id] = op
-        self._nearest.clear()
+        kind = op.kind
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index]
+        if kind == AGENT:
+            self.hints.add(AGENT)
+        for name in HINT_FIELDS:
+            if getattr(op, name):
+                self.hints.add(name)
+        if hasattr(self, "_nearest"):
+            self._nearest.clear()
 
     def remove(self, span_ids: list[int]) -> None:
         for span_id in span_ids:
-            del self.ops[span_id]
+            kind = self.ops.pop(span_id).kind
+            self.kinds[kind] -= 1  # type: ignore[index]
+            if not self.kinds[kind]:  # type: ignore[index]
+                del self.kinds[kind]  # type: ignore[arg-type]
         if span_ids:
             self._nearest.clear()
 
@@ -70,6 +76,8 @@ class TraceIndex:
 
     def nearest(self, span_id: int, kind: str, stop: int | None = None) -> Operation | None:
         """The nearest ancestor operation of ``kind``; None when ``stop`` comes first."""
+        if kind not in self.kinds:
+            return None
         above = self._nearest.get(span_id)
         if above is None:
             above = self._nearest_by_kind(span_id)

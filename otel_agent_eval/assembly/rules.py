@@ -1,7 +1,7 @@
 """What a framework's structural rule sees and may change: scopes, and the ``Rule`` hooks.
 
 A rule is a small object owned by a framework's dialect module (its ``RULES``), run only when
-the index saw its hint on some span (``Rule.hint``, an ``Operation`` field that is set). The
+the index saw its hint (``Rule.hint``: an ``Operation`` field set on some span, or "agent"). The
 core calls its hooks at three points and knows nothing of what they do:
 
 * ``prepare(assembly)``: before scopes are made; may add or remove operations (a chain span
@@ -63,8 +63,8 @@ class Scope:
 class Rule:
     """A framework's structural rule; every hook does nothing unless overridden."""
 
-    hint: str = ""
-    """The ``Operation`` field whose being set on some span triggers the rule ("" : any trace with an agent)."""
+    hint: str = "agent"
+    """What triggers the rule: an ``Operation`` field set on some span, or "agent" (any trace with an agent)."""
 
     def prepare(self, assembly: Any) -> None:
         """Before scopes: add or remove operations."""

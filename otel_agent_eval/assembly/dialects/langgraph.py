@@ -236,6 +236,10 @@ class TurnNodes(Rule):
         """
         ops = assembly.ops
         agents = [op for op in ops.values() if op.kind == AGENT]
+        with_tools = {ops[t.record.parent_span_id].span_id for t in ops.values()
+                      if t.kind == TOOL and t.record.parent_span_id in ops}
+        if all(agent.span_id in with_tools for agent in agents):
+            return  # the common case: every agent runs a tool of its own
         held: dict[int, dict[str, list[Operation]]] = {a.span_id: {LLM: [], TOOL: [], AGENT: []} for a in agents}
         for op in ops.values():
             if op.kind == TOOL or op.kind == AGENT:
