@@ -1,29 +1,21 @@
-"""The spans of a trace -> AgentTraces of per-turn AgentSteps. A pure function.
+"""The spans of a trace -> AgentTraces of per-turn AgentSteps. A pure function; it knows no framework.
 
 Algorithm (see docs/architecture.md, "Assembly"):
 
-1. Read every span through the dialects into an ``Operation`` (agent, llm, tool,
-   step, workflow) or nothing. A model call's input messages (the history, repeated
-   on every call) are parsed only when read: for the task text and in step 5.
+1. Read every span through the dialects whose markers it carries into an ``Operation``
+   (agent, llm, tool, step, workflow) or nothing, in one pass (``index.TraceIndex``), which
+   also notes the hints that trigger framework rules. A model call's input messages (the
+   history, repeated on every call) are parsed only when read: for the task text and in step 5.
 2. Scopes: every agent span opens a scope; a span belongs to its nearest agent
    ancestor. GenAI spans with no agent ancestor form one implicit scope per local
    root. A nested agent is its own AgentTrace, linked to the parent's step.
    An agent span with no model or tool call of its own that only wraps other
    agents (OpenInference's ``Agent workflow`` root) is a container, not an agent:
-   its agents are reported in its place. An agent-kind span that is only one turn of
-   an enclosing run (a graph node: one model call, no tools of its own, its requested
-   calls run outside it; LangGraph's ``agent`` node) is no scope: its model call is a
-   step of the run around it. An agent that names the agent it took over from
-   (``graph.node.parent_id``, a handoff recorded as a sibling) is that agent's child.
-   A LangGraph graph run as a node of another graph (a sub-agent: its inner spans'
-   ``langgraph_checkpoint_ns`` has one more ``|`` level than its own) is an agent, whatever
-   its span kind; with no agent above it, it is a child of the run of the graph around it
-   (that local root's scope; a container when it has no model or tool call of its own).
-   An agent span with nothing under it, beside such a sub-agent and of its name, is dropped
-   (OpenLLMetry's wrapper of the sub-graph's ``stream``, ended before the graph ran).
-   A sub-agent whose tool hands off (returns ``Command(graph=PARENT, goto=node)``: the
-   handoff-tool supervisor) is one agent across its runs as that node of that graph run,
-   in order; the agent the tool names, run next in that graph run, is its child.
+   its agents are reported in its place. Framework rules (``rules.Rule``, owned by the
+   dialect modules, run only when the index saw their hint) may add or remove agents
+   before scopes are made, re-parent scopes once made, and merge them once the calls are
+   placed: LangGraph sub-graphs, turn nodes and handoff tools (``dialects/langgraph.py``),
+   OpenAI Agents handoff links (``dialects/openinference.py``).
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
@@ -40,14 +32,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    span recorded no result (event-only content, a failed tool, a handoff) takes the
    result echoed back to the model the same way. Arguments come from the tool span,
    unless it only holds a bare value where the request has an object.
+6. One validation of each run into the public model (``AgentTrace.model_validate``).
 
-The common shape (one agent span with nothing above it, every model and tool call its
-child, at least one tool call) takes a shortcut (``_lone_agent``) past the parts of
-rules 2-4 that cannot apply to it; the result is the same. When such a trace is plain
-GenAI semconv (no other dialect, no span events), every tool span names the call id of
-an open requested call and records its result, and nothing needs reporting, it is read
-in one pass instead (``semconv_run``: no ``Operation``, drafts or back-fills), again to
-the same result; any other trace takes the general path.
+Every trace takes this one path: there is no shortcut for a common shape.
 """
 
 from __future__ import annotations
