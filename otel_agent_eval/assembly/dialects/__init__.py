@@ -74,24 +74,32 @@ _EVENTS = frozenset(e for d in DIALECTS for e in getattr(d, "DETECT_EVENTS", ())
 _ORDER = {dialect: position for position, dialect in enumerate(DIALECTS)}
 
 
+_CANDIDATES: dict[frozenset[str], tuple[Any, ...]] = {}
+"""The signalled dialects of a set of detect keys, in ``DIALECTS`` order (spans of one kind share theirs)."""
+_MAX_CANDIDATE_SETS = 4_096
+
+
+def _candidates(keys: frozenset[str]) -> tuple[Any, ...]:
+    found = _CANDIDATES.get(keys)
+    if found is None:
+        signalled = {dialect for key in keys for dialect in _BY_KEY[key]}
+        found = tuple(sorted(signalled, key=_ORDER.__getitem__))
+        if len(_CANDIDATES) < _MAX_CANDIDATE_SETS:
+            _CANDIDATES[keys] = found
+    return found
+
+
 def detected(record: SpanRecord) -> list[Any]:
     """The dialects a span carries, in ``DIALECTS`` order: only those whose signals it has are asked."""
-    keys = _KEYS.intersection(record.attributes)
-    if len(keys) == 1:
-        (key,) = keys
-        candidates: set[Any] | tuple[Any, ...] = _BY_KEY[key]
-    else:
-        candidates = {dialect for key in keys for dialect in _BY_KEY[key]}
+    candidates = _candidates(_KEYS.intersection(record.attributes))
     if (
         (record.scope_name and record.scope_name.startswith(_SCOPES))
         or record.name.startswith(_NAMES)
         or (record.events and not _EVENTS.isdisjoint(e.name for e in record.events))
     ):
-        candidates = {*candidates, *(d for d in DIALECTS if _signals_other(d, record))}
-    confirmed = [dialect for dialect in candidates if dialect.detect(record)]
-    if len(confirmed) > 1:
-        confirmed.sort(key=_ORDER.__getitem__)
-    return confirmed
+        others = {*candidates, *(d for d in DIALECTS if _signals_other(d, record))}
+        candidates = tuple(sorted(others, key=_ORDER.__getitem__))
+    return [dialect for dialect in candidates if dialect.detect(record)]
 
 
 def _signals_other(dialect: Any, record: SpanRecord) -> bool:
