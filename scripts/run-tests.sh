@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# A user's evaluator package (entry point otel_agent_eval.evaluators), run by tests/test_evaluators_by_name.py.
+.venv/bin/python -m pip install -q -e tests/data/plugin_pkg
 exec .venv/bin/python -m pytest "$@"
