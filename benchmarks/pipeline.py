@@ -306,6 +306,23 @@ def _chat_completion_messages(parts_messages: list[dict[str, Any]]) -> list[dict
     return out
 
 
+def flatten_messages(attrs: dict[str, Any], messages: list[dict[str, Any]], prefix: str, call_keys: tuple[str, str, str]) -> None:
+    """Chat-completions messages as flattened attributes: ``prefix`` (with ``{i}``) + role, content,
+    tool_call_id, ``tool_calls.{j}.`` + ``call_keys`` (the id, function name and arguments keys)."""
+    id_key, name_key, arguments_key = call_keys
+    for i, message in enumerate(messages):
+        at = prefix.format(i=i)
+        attrs[at + "role"] = message["role"]
+        if message.get("content"):
+            attrs[at + "content"] = message["content"]
+        if message.get("tool_call_id"):
+            attrs[at + "tool_call_id"] = message["tool_call_id"]
+        for j, call in enumerate(message.get("tool_calls", ())):
+            attrs[f"{at}tool_calls.{j}.{id_key}"] = call["id"]
+            attrs[f"{at}tool_calls.{j}.{name_key}"] = call["function"]["name"]
+            attrs[f"{at}tool_calls.{j}.{arguments_key}"] = call["function"]["arguments"]
+
+
 def shape_openinference(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenInference (openinference-instrumentation-openai / -openai-agents): an AGENT span with its
     ``input.value``/``output.value``, LLM spans with flattened ``llm.{input,output}_messages.*`` plus the
@@ -337,17 +354,8 @@ def shape_openinference(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
                          {"index": 0, "message": response[0], "finish_reason": old["gen_ai.response.finish_reasons"][0]}]}),
                      "output.mime_type": "application/json"}
             for side, messages in (("input", request), ("output", response)):
-                for i, message in enumerate(messages):
-                    prefix = f"llm.{side}_messages.{i}.message."
-                    attrs[prefix + "role"] = message["role"]
-                    if message.get("content"):
-                        attrs[prefix + "content"] = message["content"]
-                    if message.get("tool_call_id"):
-                        attrs[prefix + "tool_call_id"] = message["tool_call_id"]
-                    for j, call in enumerate(message.get("tool_calls", ())):
-                        attrs[f"{prefix}tool_calls.{j}.tool_call.id"] = call["id"]
-                        attrs[f"{prefix}tool_calls.{j}.tool_call.function.name"] = call["function"]["name"]
-                        attrs[f"{prefix}tool_calls.{j}.tool_call.function.arguments"] = call["function"]["arguments"]
+                flatten_messages(attrs, messages, f"llm.{side}_messages.{{i}}.message.",
+                                 ("tool_call.id", "tool_call.function.name", "tool_call.function.arguments"))
             out.append(dict(span, name="ChatCompletion", attributes=attrs))
         else:
             attrs = {"openinference.span.kind": "TOOL", "tool.name": old["gen_ai.tool.name"],
@@ -388,17 +396,7 @@ def shape_openllmetry(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
             sides = (("prompt", _chat_completion_messages(_semconv_history(old))),
                      ("completion", _chat_completion_messages(json.loads(old["gen_ai.output.messages"]))))
             for side, messages in sides:
-                for i, message in enumerate(messages):
-                    prefix = f"gen_ai.{side}.{i}."
-                    attrs[prefix + "role"] = message["role"]
-                    if message.get("content"):
-                        attrs[prefix + "content"] = message["content"]
-                    if message.get("tool_call_id"):
-                        attrs[prefix + "tool_call_id"] = message["tool_call_id"]
-                    for j, call in enumerate(message.get("tool_calls", ())):
-                        attrs[f"{prefix}tool_calls.{j}.id"] = call["id"]
-                        attrs[f"{prefix}tool_calls.{j}.name"] = call["function"]["name"]
-                        attrs[f"{prefix}tool_calls.{j}.arguments"] = call["function"]["arguments"]
+                flatten_messages(attrs, messages, f"gen_ai.{side}.{{i}}.", ("id", "name", "arguments"))
             attrs["gen_ai.completion.0.finish_reason"] = old["gen_ai.response.finish_reasons"][0]
             out.append(dict(span, name="ChatOpenAI.chat", attributes=attrs))
         else:
