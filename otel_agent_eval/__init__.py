@@ -1,6 +1,6 @@
 """otel-agent-eval: online evaluation of LLM agents through OpenTelemetry."""
 
-from .assemble import assemble
+from .assembly import assemble
 from .config import ConfigError, Settings
 from .evaluators import (
     Evaluator,

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .assemble import assemble
+from .assembly import assemble
 from .evaluators.base import Evaluator, safe_evaluate
 from .evaluators.tool_calls import ToolExpectation
 from .model import LABELS, EvalResult

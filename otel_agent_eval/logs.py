@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
 
-from .dialects.base import plain
+from .assembly.dialects.base import plain
 from .records import LogRecordData, SpanEvent, SpanRecord
 
 if TYPE_CHECKING:

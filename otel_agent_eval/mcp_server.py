@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from .assemble import assemble
+from .assembly import assemble
 from .config import Settings
 from .evaluators import ExpectedCall, ToolCallAccuracy, ToolExpectation, build_evaluators
 from .evaluators.base import Evaluator, safe_evaluate

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .assemble import assemble
+from .assembly import assemble
 from .conversations import stitch
 from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult

@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .assemble import assemble
+from .assembly import assemble
 from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
 from .config import Settings
 from .conversations import ConversationStore
-from .dialects import is_genai
+from .assembly.dialects import is_genai
 from .evaluators.base import Evaluator, safe_evaluate
 from .isolation import is_evaluator_telemetry
 from .model import AgentTrace, EvalResult

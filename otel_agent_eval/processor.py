@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry, start_http_server
 
 from .config import Settings
-from .dialects import GENAI_MARKERS
+from .assembly.dialects import GENAI_MARKERS
 from .evaluators import Evaluator, ToolExpectation, build_configured_evaluators
 from .logs import AgentEvalLogProcessor
 from .pipeline import Pipeline

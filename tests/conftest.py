@@ -8,14 +8,10 @@
 - ``metric_samples``: parses a ``CollectorRegistry`` into ``MetricSamples``
   (``text_string_to_metric_families(generate_latest(registry).decode())``; ``openmetrics=True``
   uses the OpenMetrics exposition, the only one that carries exemplars).
-
-And, for every test: each trace assembled in one pass (``semconv_run``) is assembled the
-general way too, and the test fails when the two differ.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,32 +35,6 @@ from tests.openai_server import FakeOpenAI, answer
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
-
-
-# --- Assembly ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def one_pass_matches_the_general_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Hold ``assemble_semconv_run`` equal to the general path on every trace a test assembles."""
-    assembly = importlib.import_module("otel_agent_eval.assemble")  # the package exports ``assemble``, the function
-    one_pass = assembly.assemble_semconv_run
-    differences: list[str] = []
-
-    def checked(records: Any) -> Any:
-        trace = one_pass(records)
-        if trace is not None:
-            try:
-                general = assembly._TraceAssembly(records).run()
-            except Exception as exc:  # noqa: BLE001 - reported below, never raised into the pipeline
-                general = [repr(exc)]
-            if general != [trace]:
-                differences.append(f"one pass {trace.model_dump_json()}\n general {general}")
-        return trace
-
-    monkeypatch.setattr(assembly, "assemble_semconv_run", checked)
-    yield
-    assert not differences, "the one-pass assembly differs from the general path:\n" + "\n".join(differences)
 
 
 # --- OpenTelemetry -------------------------------------------------------------------------------

@@ -355,14 +355,14 @@ def test_openinference_tool_error_from_span_status() -> None:
 
 
 def test_architecture_doc_states_the_assembly_rules_as_built() -> None:
-    """docs/architecture.md repeats the numbered rules of assemble.py's docstring: keep them one text."""
+    """docs/architecture.md repeats the numbered rules of assembly/core.py's docstring: keep them one text."""
     import importlib
     from pathlib import Path
 
-    doc = importlib.import_module("otel_agent_eval.assemble").__doc__ or ""
+    doc = importlib.import_module("otel_agent_eval.assembly.core").__doc__ or ""
     rules = doc[doc.index("1. Read every span"):].strip()
     architecture = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
-    assert rules in architecture, "docs/architecture.md 'Assembly' is stale: paste the rules from assemble.py's docstring"
+    assert rules in architecture, "docs/architecture.md 'Assembly' is stale: paste the rules from assembly/core.py's docstring"
 
 
 def test_a_run_whose_agent_span_is_missing_is_partial_and_gets_result_ids_of_its_own() -> None:

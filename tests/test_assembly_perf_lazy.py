@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from otel_agent_eval import assemble
-from otel_agent_eval.dialects import read_operation
+from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.records import SpanRecord
 
 MS = 1_000_000
@@ -176,3 +176,21 @@ def test_long_runs_attach_every_tool_span_to_the_call_of_its_own_turn() -> None:
                 ({"turn": turn, "i": i}, {"turn": turn, "i": i}, True, True) for i in range(2)]
             assert step.issues == []
         assert trace.steps[-1].output == "done"
+
+
+def test_flattened_and_indexed_inputs_are_parsed_when_read() -> None:
+    """OpenInference ``llm.input_messages.*`` and the indexed ``gen_ai.prompt.*`` (the history on every
+    model call) are parsed on first read, to the messages an eager parse gave; outputs are read at once."""
+    openinference = span(2, "ChatCompletion", 0, 5, **{
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "weather in Paris?",
+        "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "Sunny."})
+    indexed = span(3, "ChatOpenAI.chat", 0, 5, **{
+        "llm.request.type": "chat",
+        "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "weather in Paris?",
+        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Sunny."})
+    for record in (openinference, indexed):
+        op = read_operation(record)
+        assert op is not None and op._pending_input is not None and op.output_text() == "Sunny."
+        assert [(m.role, m.text) for m in op.input_messages or []] == [("user", "weather in Paris?")]
+        assert op._pending_input is None

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from otel_agent_eval.dialects import semconv
-from otel_agent_eval.dialects.base import AGENT, LLM, TOOL, Operation, canonical_json, unwrap_tool_payload
+from otel_agent_eval.assembly.dialects import semconv
+from otel_agent_eval.assembly.dialects.base import AGENT, LLM, TOOL, Operation, canonical_json, unwrap_tool_payload
 from otel_agent_eval.model import TokenUsage
 from otel_agent_eval.records import STATUS_ERROR, SpanRecord
 

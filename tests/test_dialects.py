@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from otel_agent_eval import assemble
-from otel_agent_eval.dialects import GENAI_MARKERS, is_genai, read_operation
+from otel_agent_eval.assembly.dialects import GENAI_MARKERS, is_genai, read_operation
 from otel_agent_eval.records import STATUS_ERROR, SpanEvent, SpanRecord
 
 QUESTION = "Weather and time in Paris?"
@@ -353,6 +354,57 @@ def test_langgraph_control_flow_exceptions_are_no_errors() -> None:
     assert read_operation(failed("langgraph.errors.ParentCommand")).error is None
     assert read_operation(failed("langgraph.errors.GraphInterrupt")).error is None
     assert read_operation(failed("ValueError")).error == "Command(graph='__parent__', ...)"
+
+
+class _Reads(dict):
+    """Attributes that remember every key looked up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set[str] = set()
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_each_dialect_declares_every_key_its_detect_reads() -> None:
+    """Dispatch offers a span only to the dialects whose ``DETECT_KEYS`` it carries: a key ``detect``
+    reads but does not declare would make that dialect miss spans (checked on a span with none)."""
+    from otel_agent_eval.assembly.dialects import DIALECTS
+
+    for dialect in DIALECTS:
+        attributes = _Reads()
+        record = SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="x", start_time_unix_nano=0,
+                            end_time_unix_nano=1, attributes=attributes)
+        assert not dialect.detect(record)
+        assert attributes.read <= set(dialect.DETECT_KEYS), (dialect.__name__, attributes.read - set(dialect.DETECT_KEYS))
+
+
+def test_dispatch_finds_what_asking_every_dialect_finds() -> None:
+    """``detected`` (one set intersection, then only the dialects signalled) == every ``detect`` asked,
+    on spans of every dialect, the other signals (scope, span name, events) included."""
+    from otel_agent_eval.assembly.dialects import DIALECTS, detected
+    from otel_agent_eval.records import SpanEvent
+
+    def record(name: str = "x", scope: str = "", events: tuple[SpanEvent, ...] = (), **attributes: Any) -> SpanRecord:
+        return SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name=name, start_time_unix_nano=0,
+                          end_time_unix_nano=1, attributes=attributes, scope_name=scope, events=events)
+
+    records = [record(**{key: "v"}) for dialect in DIALECTS for key in dialect.DETECT_KEYS]
+    records += [
+        record(**{"gen_ai.system": "gcp.vertex.agent"}), record(scope="gcp.vertex.agent"), record(name="ai.generateText"),
+        record(scope="pydantic-ai"), record(**{"agent_name": "a", "final_result": "r"}),
+        record(events=(SpanEvent("gen_ai.choice", 0, {}),)), record(events=(SpanEvent("exception", 0, {}),)),
+        record(**{"openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "llm.request.type": "chat"}),
+        record(name="ai.streamText", scope="pydantic-ai", **{"traceloop.span.kind": "tool"}),
+    ]
+    for r in records:
+        assert detected(r) == [d for d in DIALECTS if d.detect(r)], (r.name, r.scope_name, dict(r.attributes))
 
 
 def oi_tool(arguments: object, parameters: object = None, output: object = None) -> SpanRecord:

@@ -188,6 +188,6 @@ def test_a_swarm_agent_is_given_the_users_request(runs: dict[tuple[str, str], Ru
     ("User Request: not from a swarm", None),
 ])
 def test_swarm_task_is_the_user_request_of_the_swarm_prompt(text: str, task: str | None) -> None:
-    from otel_agent_eval.dialects.semconv import swarm_task
+    from otel_agent_eval.assembly.dialects.semconv import swarm_task
 
     assert swarm_task(text) == task

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator
-from otel_agent_eval.assemble import assemble
+from otel_agent_eval import assemble
 from otel_agent_eval.config import Settings
 from otel_agent_eval.langfuse import load_langfuse_export
 from otel_agent_eval.metadata import MAX_VALUE_CHARS, run_metadata, service_of

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from ..dialects.base import canonical_json
+from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..dialects.base import canonical_json
+from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, ToolCall
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..dialects.base import canonical_json
+from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations

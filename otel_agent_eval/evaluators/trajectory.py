@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..dialects.base import canonical_json
+from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import (
     AGENT,
     LLM,
@@ -36,6 +36,8 @@ from .base import (
 )
 
 MARKERS = ("ai.operationId",)
+DETECT_KEYS = MARKERS
+DETECT_NAMES = ("ai.",)
 
 CALLS = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
 MODEL_CALLS = tuple(f"{call}.{suffix}" for call in CALLS for suffix in ("doGenerate", "doStream"))

@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import TokenUsage
-from ..records import SpanRecord, clean
+from ...model import TokenUsage
+from ...records import SpanRecord, clean
 
 AGENT = "agent"
 LLM = "llm"
@@ -117,6 +117,11 @@ class Operation:
         found: list[str] = []
         self._input_messages = parse(found)
         self.issues[position:position] = found
+
+    @property
+    def input_known(self) -> bool:
+        """Are the input messages set or deferred already (without parsing them)?"""
+        return self._pending_input is not None or self._input_messages is not None
 
     def defer_input_messages(self, parse: Callable[[list[str]], list[Message] | None]) -> None:
         """Parse the input messages when first read: ``parse(issues)`` returns them and appends its issues."""
@@ -337,33 +342,6 @@ def text_of(value: Any) -> str | None:
     return canonical_json(value)
 
 
-_LANGCHAIN_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
-                    "AIMessage": "assistant", "HumanMessage": "user", "AIMessageChunk": "assistant"}
-
-
-def langchain_text(messages: list[Any], role: str) -> str | None:
-    """The text of the last ``role`` message in a LangChain message list (None if it has none).
-
-    Messages come as ``(role, text)`` pairs, ``{"type", "data": {...}}`` (``messages_to_dict``),
-    ``dumpd`` constructors (``{"lc": 1, "id": [..., "AIMessage"], "kwargs": {...}}``) or
-    OpenAI-style ``{"role", "content"}``.
-    """
-    for item in reversed(messages):
-        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
-            kind, content = item
-        elif isinstance(item, dict) and isinstance(item.get("data"), dict):
-            kind, content = item.get("type"), item["data"].get("content")
-        elif isinstance(item, dict) and isinstance(item.get("kwargs"), dict) and isinstance(item.get("id"), list):
-            kind, content = (item["id"] or [None])[-1], item["kwargs"].get("content")
-        elif isinstance(item, dict) and "role" in item:
-            kind, content = item.get("role"), item.get("content")
-        else:
-            continue
-        if _LANGCHAIN_ROLES.get(str(kind)) == role:  # the last one counts, even when it has no text
-            return (text_of(content) if content not in (None, "", []) else None) or None
-    return None
-
-
 def bedrock_result(content: Any) -> Any:
     """Bedrock tool result content ``[{"text"}|{"json"}]`` -> the text or the JSON value."""
     if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
@@ -375,36 +353,6 @@ def bedrock_result(content: Any) -> Any:
     if isinstance(content, list) and all(isinstance(b, dict) and "text" in b for b in content):
         return "\n".join(str(b["text"]) for b in content)
     return content
-
-
-LANGGRAPH_TASK_KEYS = (
-    "traceloop.association.properties.langgraph_node",
-    "traceloop.association.properties.langgraph_checkpoint_ns",
-)
-"""Where OpenLLMetry's LangChain instrumentation puts LangGraph's run metadata (OpenInference:
-one ``metadata`` JSON attribute)."""
-
-
-def langgraph_task(attrs: Any) -> tuple[str | None, str | None]:
-    """The LangGraph node a span runs in and that node task's checkpoint namespace.
-
-    LangChain tracers record LangGraph's run metadata (``langgraph_node``,
-    ``langgraph_checkpoint_ns``: a graph run as a node of another graph nests it,
-    ``a:<id>|b:<id>``): OpenInference as a ``metadata`` JSON attribute, OpenLLMetry as
-    ``traceloop.association.properties.*``. Read for any span, a chain too.
-    """
-    node_key, namespace_key = LANGGRAPH_TASK_KEYS
-    if node_key in attrs:
-        node, namespace = attrs.get(node_key), attrs.get(namespace_key)
-    else:
-        metadata = attrs.get("metadata")
-        if metadata is None or (isinstance(metadata, str) and "langgraph_node" not in metadata):
-            return None, None
-        metadata = parse_json_value(metadata, "metadata", [])
-        if not isinstance(metadata, dict):
-            return None, None
-        node, namespace = metadata.get("langgraph_node"), metadata.get("langgraph_checkpoint_ns")
-    return (str(node) if present(node) else None), (str(namespace) if present(namespace) else None)
 
 
 def span_name_subject(name: str, *prefixes: str) -> str | None:
@@ -473,50 +421,6 @@ def tool_message(value: Any) -> tuple[Any, str | None, bool] | None:
         return None
     call_id = data.get("tool_call_id")
     return data["content"], (str(call_id) if present(call_id) else None), data.get("status") == "error"
-
-
-PARENT_GRAPH = "__parent__"
-"""``Command.PARENT``, as a serialized ``Command`` names the graph it is sent to."""
-
-
-def parent_command(value: Any) -> tuple[str, Any] | None:
-    """A LangGraph handoff tool's result, ``Command(graph=Command.PARENT, goto=node, update=...)``,
-    as ``(target node, the ToolMessage it adds)``, else None.
-
-    The tool's work is the move to another node of the parent graph (``langgraph-supervisor``'s
-    ``transfer_to_<agent>``); the ToolMessage in ``update.messages`` (last) answers the model's call.
-    """
-    if not isinstance(value, dict) or value.get("graph") != PARENT_GRAPH:
-        return None
-    goto = value.get("goto")
-    if isinstance(goto, list):  # several targets (or ``Send``s): the first node named
-        goto = next((g if isinstance(g, str) else g.get("node") for g in goto if isinstance(g, (str, dict))), None)
-    if not isinstance(goto, str) or not goto:
-        return None
-    update = value.get("update")
-    messages = update.get("messages") if isinstance(update, dict) else None
-    last = messages[-1] if isinstance(messages, list) and messages else None
-    return goto, (last if tool_message(last) is not None else None)
-
-
-def langchain_tool_output(op: Operation, result: Any) -> Any:
-    """A LangChain tool node's output, read into ``op``; returns the tool's result.
-
-    A handoff ``Command`` (``parent_command``) sets ``op.handoff_to``; the ToolMessage the
-    node returned gives the call id (tool spans of LangChain tracers have none of their own)
-    and the failure (``status: "error"``); the result is the message's content.
-    """
-    handoff = parent_command(result)
-    if handoff is not None:
-        op.handoff_to, result = handoff
-    message = tool_message(result)
-    if message is not None:
-        result, call_id, failed = message
-        if call_id:
-            fill(op, tool_call_ids=[call_id])
-        if failed:
-            fill(op, error=text_of(result) or "error")
-    return result
 
 
 CONTROL_FLOW_ERRORS = frozenset(("ParentCommand", "GraphInterrupt", "NodeInterrupt"))

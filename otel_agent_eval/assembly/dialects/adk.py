@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import (
     AGENT,
     LLM,
@@ -51,6 +51,8 @@ from .base import (
 MARKERS = ("gcp.vertex.agent.llm_request",)
 
 SYSTEM = "gcp.vertex.agent"
+DETECT_KEYS = ("gcp.vertex.agent.llm_request", "gcp.vertex.agent.tool_call_args", "gen_ai.system")
+DETECT_SCOPES = (SYSTEM,)
 MERGED_TOOLS_SPAN = "execute_tool (merged)"
 NOT_SPECIFIED = "<not specified>"
 OTHER_AGENT_PREFIX = "For context:"

@@ -8,7 +8,7 @@ and their arguments / result in the generic ``input.value`` / ``output.value``
 (which Koog also uses on its tool spans, without the span kind).
 LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
 ``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
-A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``base.langchain_tool_output``).
+A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``langgraph.langchain_tool_output``).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
+from ..rules import Rule, Scope
 from .base import (
     AGENT,
     LLM,
@@ -31,9 +32,6 @@ from .base import (
     as_str,
     fill,
     first_str,
-    langchain_text,
-    langchain_tool_output,
-    langgraph_task,
     maybe_json,
     parse_json_value,
     present,
@@ -42,8 +40,10 @@ from .base import (
     text_of,
     usage_from,
 )
+from .langgraph import langchain_text, langchain_tool_output, langgraph_task
 
 MARKERS = ("openinference.span.kind",)
+DETECT_KEYS = (*MARKERS, "input.value", "output.value")
 
 SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
 _MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
@@ -84,11 +84,13 @@ def extract(record: SpanRecord, op: Operation) -> None:
     fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=node,
          graph_namespace=namespace)
     if op.kind == LLM:
-        messages = _flattened(attrs, issues)
+        if op.input_known:
+            fill(op, input_messages=_flattened(attrs, issues, "input").get("input"))
+        else:  # the history, repeated on every model call: parsed when assembly needs it
+            op.defer_input_messages(lambda found: _flattened(attrs, found, "input").get("input"))
         fill(
             op,
-            input_messages=messages.get("input"),
-            output_messages=messages.get("output"),
+            output_messages=_flattened(attrs, issues, "output").get("output"),
             model=first_str(attrs, "llm.response.model_name", "llm.model_name", "llm.request.model_name"),
             provider=first_str(attrs, "llm.provider", "llm.system"),
             usage=usage_from(attrs, ("llm.token_count.prompt",), ("llm.token_count.completion",)),
@@ -247,10 +249,12 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
     return None  # structured I/O of unknown shape: leave it to the steps
 
 
-def _flattened(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:
+def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
+    """``llm.{side}_messages.*`` -> ``{side: messages}`` (empty when there are none)."""
+    prefix = f"llm.{side}_messages."
     grouped: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attrs.items():
-        match = _MESSAGE_KEY.match(key)
+        match = _MESSAGE_KEY.match(key) if key.startswith(prefix) else None
         if match:
             grouped.setdefault(match.group(1), {}).setdefault(int(match.group(2)), {})[match.group(3)] = value
     return {
@@ -297,3 +301,34 @@ def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
             message.reasoning.append(react.group(1).strip())
             message.texts = [react.group(2).strip()]
     return message
+
+
+class HandoffLinks(Rule):
+    """An agent that names the agent it took over from (``graph.node.parent_id``) is that agent's child.
+
+    OpenAI Agents (OpenInference) records a handoff target as a sibling of the source agent
+    under the workflow span; the tree alone would make it a root.
+    """
+
+    hint = "parent_node_id"
+
+    def link(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        for scope in scopes.values():
+            target = scope.agent.parent_node_id if scope.agent else None
+            if not target:
+                continue
+            start = scope.root.start_time_unix_nano
+            sources = [
+                other for other in scopes.values()
+                if other is not scope and other.agent is not None
+                and target in (other.agent.node_id, other.agent.agent_name)
+                and other.root.start_time_unix_nano <= start
+                and not other.within(scope)
+            ]
+            if sources:
+                source = max(sources, key=lambda o: o.root.start_time_unix_nano)
+                if source is not scope.parent:
+                    scope.move_under(source)
+
+
+RULES = (HandoffLinks(),)

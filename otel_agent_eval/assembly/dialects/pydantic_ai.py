@@ -11,10 +11,12 @@ recorded trace langfuse ``pydantic-ai-tools-2025-12-04.json`` (pydantic-ai 1.26.
 
 from __future__ import annotations
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import AGENT, TOOL, Message, Operation, fill, first_str, maybe_json, parse_json_value, present
 
 MARKERS = ()  # its spans also carry gen_ai.agent.name / gen_ai.tool.name / gen_ai.operation.name
+DETECT_KEYS = ("tool_arguments", "final_result")
+DETECT_SCOPES = ("pydantic-ai", "pydantic_ai")
 
 
 def detect(record: SpanRecord) -> bool:

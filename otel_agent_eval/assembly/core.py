@@ -1,29 +1,21 @@
-"""The spans of a trace -> AgentTraces of per-turn AgentSteps. A pure function.
+"""The spans of a trace -> AgentTraces of per-turn AgentSteps. A pure function; it knows no framework.
 
 Algorithm (see docs/architecture.md, "Assembly"):
 
-1. Read every span through the dialects into an ``Operation`` (agent, llm, tool,
-   step, workflow) or nothing. A model call's input messages (the history, repeated
-   on every call) are parsed only when read: for the task text and in step 5.
+1. Read every span through the dialects whose markers it carries into an ``Operation``
+   (agent, llm, tool, step, workflow) or nothing, in one pass (``index.TraceIndex``), which
+   also notes the hints that trigger framework rules. A model call's input messages (the
+   history, repeated on every call) are parsed only when read: for the task text and in step 5.
 2. Scopes: every agent span opens a scope; a span belongs to its nearest agent
    ancestor. GenAI spans with no agent ancestor form one implicit scope per local
    root. A nested agent is its own AgentTrace, linked to the parent's step.
    An agent span with no model or tool call of its own that only wraps other
    agents (OpenInference's ``Agent workflow`` root) is a container, not an agent:
-   its agents are reported in its place. An agent-kind span that is only one turn of
-   an enclosing run (a graph node: one model call, no tools of its own, its requested
-   calls run outside it; LangGraph's ``agent`` node) is no scope: its model call is a
-   step of the run around it. An agent that names the agent it took over from
-   (``graph.node.parent_id``, a handoff recorded as a sibling) is that agent's child.
-   A LangGraph graph run as a node of another graph (a sub-agent: its inner spans'
-   ``langgraph_checkpoint_ns`` has one more ``|`` level than its own) is an agent, whatever
-   its span kind; with no agent above it, it is a child of the run of the graph around it
-   (that local root's scope; a container when it has no model or tool call of its own).
-   An agent span with nothing under it, beside such a sub-agent and of its name, is dropped
-   (OpenLLMetry's wrapper of the sub-graph's ``stream``, ended before the graph ran).
-   A sub-agent whose tool hands off (returns ``Command(graph=PARENT, goto=node)``: the
-   handoff-tool supervisor) is one agent across its runs as that node of that graph run,
-   in order; the agent the tool names, run next in that graph run, is its child.
+   its agents are reported in its place. Framework rules (``rules.Rule``, owned by the
+   dialect modules, run only when the index saw their hint) may add or remove agents
+   before scopes are made, re-parent scopes once made, and merge them once the calls are
+   placed: LangGraph sub-graphs, turn nodes and handoff tools (``dialects/langgraph.py``),
+   OpenAI Agents handoff links (``dialects/openinference.py``).
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
@@ -44,14 +36,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    span recorded no result (event-only content, a failed tool, a handoff) takes the
    result echoed back to the model the same way. Arguments come from the tool span,
    unless it only holds a bare value where the request has an object.
+6. One validation of each run into the public model (``AgentTrace.model_validate``).
 
-The common shape (one agent span with nothing above it, every model and tool call its
-child, at least one tool call) takes a shortcut (``_lone_agent``) past the parts of
-rules 2-4 that cannot apply to it; the result is the same. When such a trace is plain
-GenAI semconv (no other dialect, no span events), every tool span names the call id of
-an open requested call and records its result, and nothing needs reporting, it is read
-in one pass instead (``semconv_run``: no ``Operation``, drafts or back-fills), again to
-the same result; any other trace takes the general path.
+Every trace takes this one path: there is no shortcut for a common shape.
 """
 
 from __future__ import annotations
@@ -63,7 +50,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from .dialects import graph_namespace, read_operation, read_subgraph_agent
+from .dialects import RULES
 from .dialects.base import (
     AGENT,
     LLM,
@@ -78,10 +65,11 @@ from .dialects.base import (
     maybe_json,
     span_error,
 )
-from .metadata import run_metadata
-from .model import AgentStep, AgentTrace, step_texts
-from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
-from .semconv_run import assemble_semconv_run
+from ..metadata import run_metadata
+from ..model import AgentStep, AgentTrace, step_texts
+from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
+from .index import TraceIndex
+from .rules import Scope
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""
@@ -105,130 +93,46 @@ def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
         by_trace[record.trace_id].setdefault(record.span_id, record)  # duplicate ids: first wins
     traces: list[AgentTrace] = []
     for records in by_trace.values():
-        common = assemble_semconv_run(records)  # the commonest shape, in one pass; None for any other
-        traces.extend([common] if common is not None else _TraceAssembly(records).run())
+        traces.extend(TraceAssembly(records).run())
     return traces
 
 
-@dataclass
-class _Scope:
-    key: int
-    """Span id of the agent span, or of the local root for an implicit scope."""
-    agent: Operation | None
-    root: SpanRecord
-    llms: list[Operation] = field(default_factory=list)
-    tools: list[Operation] = field(default_factory=list)
-    steps: list[Operation] = field(default_factory=list)
-    children: list[_Scope] = field(default_factory=list)
-    parent: _Scope | None = None
-    reruns: list[Operation] = field(default_factory=list)
-    """Later runs of the same LangGraph sub-agent merged into this one (``_follow_handoff_tools``)."""
+class TraceAssembly(TraceIndex):
+    """One trace's assembly: the index, the scopes, and what framework rules state about them."""
 
-
-class _TraceAssembly:
     def __init__(self, records: dict[int, SpanRecord]) -> None:
-        self.records = records
-        self.ops: dict[int, Operation] = {}
-        for span_id, record in records.items():
-            if record.scope_name == OWN_SCOPE:
-                continue  # kept for ancestry only: our own evaluation spans are no agent
-            op = read_operation(record)
-            if op is not None:
-                self.ops[span_id] = op
-        self._ancestors: dict[int, list[int]] = {}
-        self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
+        super().__init__(records)
         self._drafts: dict[int, list[_StepDraft]] = {}
-        self._flat = False
-        """Set by the single-agent shortcut: no operation has an operation ancestor but the agent."""
-        self._subgraphs: set[int] = set()
-        """Span ids of LangGraph graphs run as a node of another graph: agents (rule 2)."""
-        self._handed_off: dict[int, int] = {}
-        """Scope key of an agent a handoff tool started -> that tool's span id."""
+        self.nested_runs: set[int] = set()
+        """Agents that, with no agent above them, are children of the run around them (a rule says so)."""
+        self.started_by: dict[int, int] = {}
+        """Scope key of an agent started by a tool call -> that tool's span id (a rule says so)."""
 
-    # -- tree helpers -----------------------------------------------------
-    def ancestors(self, span_id: int) -> list[int]:
-        """Known ancestors, nearest first; cycles and missing parents end the walk."""
-        cached = self._ancestors.get(span_id)
-        if cached is not None:
-            return cached
-        chain: list[int] = []
-        seen = {span_id}
-        current = self.records[span_id].parent_span_id
-        while current is not None and current in self.records and current not in seen:
-            chain.append(current)
-            seen.add(current)
-            current = self.records[current].parent_span_id
-        self._ancestors[span_id] = chain
-        return chain
-
-    def nearest(self, span_id: int, kind: str, stop: int | None = None) -> Operation | None:
-        """The nearest ancestor operation of ``kind``; None when ``stop`` comes first."""
-        above = self._nearest.get(span_id)
-        if above is None:
-            above = self._nearest_by_kind(span_id)
-        found = above.get(kind)
-        if found is None:
-            return None
-        distance, op = found
-        if stop is not None and stop in self.ancestors(span_id)[: distance + 1]:
-            return None
-        return op
-
-    def _nearest_by_kind(self, span_id: int) -> dict[str, tuple[int, Operation]]:
-        """Per kind, the nearest ancestor operation and its position in ``ancestors``; one walk per span."""
-        cached = self._nearest.get(span_id)
-        if cached is None:
-            cached = {}
-            for distance, ancestor in enumerate(self.ancestors(span_id)):
-                op = self.ops.get(ancestor)
-                if op is not None and op.kind not in cached:
-                    cached[op.kind] = (distance, op)
-            self._nearest[span_id] = cached
-        return cached
-
-    def top(self, span_id: int) -> SpanRecord:
-        chain = self.ancestors(span_id)
-        return self.records[chain[-1]] if chain else self.records[span_id]
-
-    # -- assembly ---------------------------------------------------------
     def run(self) -> list[AgentTrace]:
         if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
             return []
-        self._subgraphs = self._subgraph_agents()
-        agent = self._lone_agent()
-        if agent is not None:  # the common shape: one scope, and rules 2-3 reduce to this
-            self._flat = True
-            scope = _Scope(agent.span_id, agent, agent.record)
-            for op in sorted(self.ops.values(), key=_start_order):
-                if op.kind == LLM:
-                    scope.llms.append(op)
-                elif op.kind == TOOL:
-                    scope.tools.append(op)
-            return [self._build(scope)]
-        turns = self._turn_nodes()
-        for span_id in turns:
-            del self.ops[span_id]
-        if turns:
-            self._nearest.clear()  # computed with the turn nodes still there
+        for rule in RULES:
+            if rule.hint in self.hints:
+                rule.prepare(self)
+        rules = [rule for rule in RULES if rule.hint in self.hints]  # a rule may have added hints
         ordered = sorted(self.ops.values(), key=_start_order)
-        scopes: dict[int, _Scope] = {}
+        scopes: dict[int, Scope] = {}
         for op in ordered:
             if op.kind == AGENT:
-                scopes[op.span_id] = _Scope(op.span_id, op, op.record)
-        for scope in list(scopes.values()):  # ``_scope_of`` may add an implicit scope
+                scopes[op.span_id] = Scope(op.span_id, op, op.record)
+        for scope in list(scopes.values()):  # ``scope_of`` may add an implicit scope
             parent_agent = self.nearest(scope.key, AGENT)
             if parent_agent is not None:
-                scope.parent = scopes[parent_agent.span_id]
-                scope.parent.children.append(scope)
-            elif scope.key in self._subgraphs and self.top(scope.key).span_id != scope.key:
-                scope.parent = self._scope_of(scope.agent, scopes)  # the run of the graph around it
-                scope.parent.children.append(scope)
-        self._link_handoffs(scopes)
+                scope.move_under(scopes[parent_agent.span_id])
+            elif scope.key in self.nested_runs and self.top(scope.key).span_id != scope.key:
+                scope.move_under(self.scope_of(scope.agent, scopes))  # the run around it
+        for rule in rules:
+            rule.link(self, scopes)
 
         for op in ordered:
             if op.kind not in (LLM, TOOL, STEP):
                 continue
-            scope = self._scope_of(op, scopes)
+            scope = self.scope_of(op, scopes)
             if op.kind == STEP:
                 scope.steps.append(op)
             elif op.kind == LLM:
@@ -244,7 +148,8 @@ class _TraceAssembly:
                         _merge(outer, op)
                     continue
                 scope.tools.append(op)
-        self._follow_handoff_tools(scopes)
+        for rule in rules:
+            rule.regroup(self, scopes)
         self._drop_containers(scopes)
 
         built: dict[int, AgentTrace] = {}
@@ -261,224 +166,8 @@ class _TraceAssembly:
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
 
-    def _lone_agent(self) -> Operation | None:
-        """The agent span of a trace of the common shape, else None.
-
-        The shape: one agent span with no operation above it, and every other operation
-        a model or tool call whose parent is that agent span, at least one a tool call.
-        The general rules then give one scope and nothing else: no turn node (the agent
-        runs a tool), no nested agent, container or handoff, no step span, and no merge
-        (no model call inside a model call, no tool inside a tool).
-        """
-        agent: Operation | None = None
-        has_tool = False
-        for op in self.ops.values():
-            kind = op.kind
-            if kind == AGENT:
-                if agent is not None:
-                    return None
-                agent = op
-            elif kind == TOOL:
-                has_tool = True
-            elif kind != LLM:
-                return None
-        if agent is None or not has_tool:
-            return None
-        key = agent.span_id
-        for op in self.ops.values():
-            if op is not agent and op.record.parent_span_id != key:
-                return None
-        if any(ancestor in self.ops for ancestor in self.ancestors(key)):
-            return None
-        return agent
-
-    def _subgraph_agents(self) -> set[int]:
-        """Span ids of LangGraph graphs run as a node of another graph; CHAIN ones become agent operations.
-
-        A node task's checkpoint namespace has one ``node:task_id`` segment per graph level
-        (``research:<id>|agent:<id>`` inside the ``research`` subgraph). Walking up from a model
-        or tool call, the span where the namespace loses a level, while still inside a node of
-        an outer graph, is the run of a nested graph. A chain inside a plain node keeps its
-        node's namespace, and the top graph's span has none: neither is taken.
-        """
-        namespaces: dict[int, str | None] = {}
-
-        def namespace(span_id: int) -> str | None:
-            if span_id not in namespaces:
-                op = self.ops.get(span_id)
-                namespaces[span_id] = op.graph_namespace if op is not None else graph_namespace(self.records[span_id])
-            return namespaces[span_id]
-
-        found: set[int] = set()
-        for op in list(self.ops.values()):
-            inner = op.graph_namespace
-            if op.kind not in (LLM, TOOL) or inner is None or "|" not in inner:
-                continue
-            for ancestor in self.ancestors(op.span_id):
-                outer = namespace(ancestor)
-                if outer is None:
-                    break
-                if outer.count("|") < inner.count("|"):
-                    found.add(ancestor)
-                inner = outer
-        promoted = [span_id for span_id in found if span_id not in self.ops]
-        for span_id in promoted:
-            self.ops[span_id] = read_subgraph_agent(self.records[span_id])
-        if promoted:
-            self._drop_empty_twins(promoted)
-            self._nearest.clear()  # computed before the new agents were there
-        return {span_id for span_id in found if self.ops[span_id].kind == AGENT}
-
-    def _drop_empty_twins(self, promoted: list[int]) -> None:
-        """Remove agent spans with nothing under them that name a promoted sub-graph agent beside them.
-
-        OpenLLMetry wraps a sub-graph's ``stream`` in an ``invoke_agent <graph>`` span that ends
-        before the graph runs, a sibling of the graph's chain span: that chain span is the agent.
-        """
-        twins = {(self.records[i].parent_span_id, self.ops[i].agent_name) for i in promoted}
-        holders = {ancestor for span_id in self.ops for ancestor in self.ancestors(span_id)}
-        for span_id, op in list(self.ops.items()):
-            if op.kind == AGENT and span_id not in holders and span_id not in promoted and (
-                op.record.parent_span_id, op.agent_name
-            ) in twins:
-                del self.ops[span_id]
-
-    def _turn_nodes(self) -> list[int]:
-        """Agent-kind spans that are one turn of an enclosing run, not agents of their own.
-
-        Graph frameworks run the model in a node that executes once per turn, and the
-        tools in another node (LangGraph's ``agent`` / ``tools`` nodes; OpenInference
-        marks any chain whose name says "agent" as AGENT). Such a span holds one model
-        call at most, no tool span and no nested agent, and either is a graph node (its
-        model call runs in that same node), or its model's requested calls ran outside
-        it, in the enclosing run; same-named siblings of such a node are turns too.
-        A real nested agent (agent-as-tool, handoff target) runs its own tools or
-        answers by itself, and keeps its scope; so does a nested graph (a whole run).
-        """
-        agents = [op for op in self.ops.values() if op.kind == AGENT]
-        if not agents:
-            return []
-        held: dict[int, dict[str, list[Operation]]] = {a.span_id: {LLM: [], TOOL: [], AGENT: []} for a in agents}
-        for op in self.ops.values():
-            if op.kind == TOOL or op.kind == AGENT:
-                owner = self.nearest(op.span_id, AGENT)
-                if owner is not None:
-                    held[owner.span_id][op.kind].append(op)
-        candidates = [
-            a for a in agents
-            if not held[a.span_id][TOOL] and not held[a.span_id][AGENT] and a.span_id not in self._subgraphs
-        ]
-        if not candidates:  # the common case: every agent runs tools; no need to look at the model calls
-            return []
-        for op in self.ops.values():
-            if op.kind == LLM:
-                owner = self.nearest(op.span_id, AGENT)
-                if owner is not None and self.nearest(op.span_id, LLM, stop=owner.span_id) is None:
-                    held[owner.span_id][LLM].append(op)
-        candidates = [a for a in candidates if len(held[a.span_id][LLM]) <= 1]
-        turns: set[int] = set()
-        for agent in candidates:
-            llms = held[agent.span_id][LLM]
-            if agent.graph_node is not None and all(llm.graph_node in (None, agent.graph_node) for llm in llms):
-                turns.add(agent.span_id)
-            elif llms and self._ran_outside(agent, llms[0]):
-                turns.add(agent.span_id)
-        shapes = {(self.records[i].name, self.records[i].parent_span_id) for i in turns}
-        turns.update(a.span_id for a in candidates if (a.record.name, a.record.parent_span_id) in shapes)
-        return sorted(turns)
-
-    def _ran_outside(self, agent: Operation, llm: Operation) -> bool:
-        """Did a call ``llm`` requested run in a tool span outside ``agent``, in the run around it?"""
-        requested = llm.requested_calls()
-        if not requested:
-            return False
-        owner = self.nearest(agent.span_id, AGENT)
-        top = self.top(agent.span_id).span_id
-        for tool in self.ops.values():
-            if tool.kind != TOOL or agent.span_id in self.ancestors(tool.span_id):
-                continue
-            if tool.record.start_time_unix_nano + CLOCK_SKEW_NS < llm.record.end_time_unix_nano:
-                continue
-            tool_owner = self.nearest(tool.span_id, AGENT)
-            if (tool_owner.span_id if tool_owner else None) != (owner.span_id if owner else None):
-                continue
-            if owner is None and self.top(tool.span_id).span_id != top:
-                continue
-            for call in requested:
-                if (call.call_id and call.call_id in tool.tool_call_ids) or (
-                    not tool.tool_call_ids and call.name == tool.tool_name
-                ):
-                    return True
-        return False
-
-    def _link_handoffs(self, scopes: dict[int, _Scope]) -> None:
-        """An agent that names the agent it took over from (``graph.node.parent_id``) is that agent's child.
-
-        OpenAI Agents (OpenInference) records a handoff target as a sibling of the
-        source agent under the workflow span; the tree alone would make it a root.
-        """
-        for scope in scopes.values():
-            target = scope.agent.parent_node_id if scope.agent else None
-            if not target:
-                continue
-            start = scope.root.start_time_unix_nano
-            sources = [
-                other for other in scopes.values()
-                if other is not scope and other.agent is not None
-                and target in (other.agent.node_id, other.agent.agent_name)
-                and other.root.start_time_unix_nano <= start
-                and not _within(other, scope)
-            ]
-            if not sources:
-                continue
-            source = max(sources, key=lambda o: o.root.start_time_unix_nano)
-            if source is scope.parent:
-                continue
-            if scope.parent is not None:
-                scope.parent.children.remove(scope)
-            scope.parent = source
-            source.children.append(scope)
-
-    def _follow_handoff_tools(self, scopes: dict[int, _Scope]) -> None:
-        """LangGraph sub-agents that hand off with a tool (``Command(graph=PARENT, goto=node)``).
-
-        The handoff-tool supervisor (``langgraph-supervisor``) is a sub-agent that runs again
-        each time a worker hands back: its runs under one graph run are one agent, in order.
-        The agent a handoff tool names, started next under the same graph run after the tool,
-        is a child of the agent that handed off (linked to that tool's step).
-        """
-        subgraphs = sorted(
-            (s for s in scopes.values() if s.key in self._subgraphs and s.agent is not None),
-            key=lambda s: s.root.start_time_unix_nano,
-        )
-        groups: dict[tuple[int, str | None, str | None], list[_Scope]] = defaultdict(list)
-        for scope in subgraphs:
-            groups[id(scope.parent), scope.agent.graph_node, scope.agent.agent_name].append(scope)
-        for runs in groups.values():
-            if len(runs) > 1 and any(tool.handoff_to for run in runs for tool in run.tools):
-                self._absorb(runs[0], runs[1:], scopes)
-        subgraphs = [s for s in subgraphs if s.key in scopes]
-        for scope in subgraphs:
-            for tool in scope.tools:
-                if not tool.handoff_to:
-                    continue
-                start = tool.record.start_time_unix_nano - CLOCK_SKEW_NS
-                target = next((
-                    other for other in subgraphs
-                    if other.parent is scope.parent and other.key not in self._handed_off
-                    and tool.handoff_to in (other.agent.graph_node, other.agent.agent_name)
-                    and other.root.start_time_unix_nano >= start and not _within(scope, other)
-                ), None)
-                if target is None:
-                    continue
-                if target.parent is not None:
-                    target.parent.children.remove(target)
-                target.parent = scope
-                scope.children.append(target)
-                self._handed_off[target.key] = tool.span_id
-
     @staticmethod
-    def _absorb(scope: _Scope, reruns: list[_Scope], scopes: dict[int, _Scope]) -> None:
+    def absorb(scope: Scope, reruns: list[Scope], scopes: dict[int, Scope]) -> None:
         """Merge later runs of the same agent into ``scope``: their calls, steps and nested agents."""
         for rerun in reruns:
             scope.llms += rerun.llms
@@ -497,7 +186,7 @@ class _TraceAssembly:
             gone = {id(rerun) for rerun in reruns}
             scope.parent.children = [c for c in scope.parent.children if id(c) not in gone]
 
-    def _drop_containers(self, scopes: dict[int, _Scope]) -> None:
+    def _drop_containers(self, scopes: dict[int, Scope]) -> None:
         """Remove agent scopes that only wrap other agents; their agents take their place."""
         for key, scope in list(scopes.items()):
             if scope.llms or scope.tools or scope.steps or not scope.children:
@@ -510,7 +199,8 @@ class _TraceAssembly:
                 scope.parent.children.remove(scope)
             del scopes[key]
 
-    def _scope_of(self, op: Operation, scopes: dict[int, _Scope]) -> _Scope:
+    def scope_of(self, op: Operation, scopes: dict[int, Scope]) -> Scope:
+        """The scope of an operation: its nearest agent's, else its local root's (made when missing)."""
         agent = self.nearest(op.span_id, AGENT)
         if agent is not None:
             return scopes[agent.span_id]
@@ -524,12 +214,12 @@ class _TraceAssembly:
         scope = scopes.get(key)
         if scope is None:
             agent = self.ops.get(root.span_id) if missing is None else None
-            scope = scopes[key] = _Scope(key, agent if agent is not None and agent.kind == AGENT else None, root)
+            scope = scopes[key] = Scope(key, agent if agent is not None and agent.kind == AGENT else None, root)
         return scope
 
-    def _delegating_step(self, child: _Scope, parent: _Scope) -> int | None:
+    def _delegating_step(self, child: Scope, parent: Scope) -> int | None:
         """The parent step that handed work to a nested agent: via its tool, else by time."""
-        handoff = self._handed_off.get(child.key)
+        handoff = self.started_by.get(child.key)
         tool = self.ops[handoff] if handoff is not None else self.nearest(child.key, TOOL, stop=parent.key)
         steps = self._drafts[parent.key]
         if tool is not None:
@@ -544,7 +234,7 @@ class _TraceAssembly:
         candidates = [i for i, step in enumerate(steps) if step.start <= start + CLOCK_SKEW_NS]
         return candidates[-1] if candidates else None
 
-    def _build(self, scope: _Scope) -> AgentTrace:
+    def _build(self, scope: Scope) -> AgentTrace:
         drafts = self._drafts_of(scope)
         if not drafts and scope.tools:
             drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
@@ -604,7 +294,7 @@ class _TraceAssembly:
             metadata=run_metadata(root.resource, agent.record.attributes if agent else None),
         ))
 
-    def _backfill_results(self, scope: _Scope, drafts: list[_StepDraft]) -> None:
+    def _backfill_results(self, scope: Scope, drafts: list[_StepDraft]) -> None:
         """An executed call whose tool span recorded no result takes the result echoed to the model.
 
         The next model call's input holds the tool result with the call id (event-only
@@ -641,13 +331,11 @@ class _TraceAssembly:
                 if found is not _MISSING:
                     call.result = maybe_json(found, "echoed tool result", [])
 
-    def _drafts_of(self, scope: _Scope) -> list[_StepDraft]:
+    def _drafts_of(self, scope: Scope) -> list[_StepDraft]:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
         by_step: dict[int, list[Operation]] = {step.span_id: [] for step in scope.steps}
         loose: list[Operation] = []
-        if self._flat:  # no step span above any model or tool call; the model calls are in start order
-            return [_StepDraft.from_llm(llm) for llm in scope.llms]
-        for llm in scope.llms:  # a step span not of this scope: above a merged run (``_absorb``)
+        for llm in scope.llms:  # a step span not of this scope: above a merged run (``absorb``)
             step = self.nearest(llm.span_id, STEP, stop=scope.key)
             (by_step[step.span_id] if step is not None and step.span_id in by_step else loose).append(llm)
         for tool in scope.tools:  # a step span counts when a model or tool call ran in it
@@ -663,13 +351,12 @@ class _TraceAssembly:
         return sorted(drafts, key=lambda d: d.start)
 
     def _owner(self, tool: Operation, drafts: list[_StepDraft], index: _DraftIndex) -> _StepDraft:
-        if not self._flat:  # else no step span or model call is above the tool
-            step = self.nearest(tool.span_id, STEP)
-            if step is not None and step.span_id in index.by_step:
-                return index.by_step[step.span_id]
-            llm = self.nearest(tool.span_id, LLM)
-            if llm is not None and llm.span_id in index.by_llm:
-                return index.by_llm[llm.span_id]
+        step = self.nearest(tool.span_id, STEP)
+        if step is not None and step.span_id in index.by_step:
+            return index.by_step[step.span_id]
+        llm = self.nearest(tool.span_id, LLM)
+        if llm is not None and llm.span_id in index.by_llm:
+            return index.by_llm[llm.span_id]
         if tool.tool_call_ids:
             first = index.first_open(tool.tool_call_ids)
             if first is not None:
@@ -974,18 +661,6 @@ def _mentions(name: str, agent: str) -> bool:
     return bool(norm(agent)) and norm(agent) in norm(name)
 
 
-def _within(scope: _Scope, ancestor: _Scope) -> bool:
-    """Is ``scope`` ``ancestor`` or nested in it?"""
-    current: _Scope | None = scope
-    seen: set[int] = set()
-    while current is not None and current.key not in seen:
-        if current is ancestor:
-            return True
-        seen.add(current.key)
-        current = current.parent
-    return False
-
-
 def _echoed_id(call: _CallDraft, messages: list[Message] | None) -> str | None:
     args = canonical_json(call.arguments)
     for message in messages or ():
@@ -1001,7 +676,7 @@ def _echoed_id(call: _CallDraft, messages: list[Message] | None) -> str | None:
     return None
 
 
-def _agent_name(agent: Operation | None, root: SpanRecord, scope: _Scope) -> str:
+def _agent_name(agent: Operation | None, root: SpanRecord, scope: Scope) -> str:
     if agent is not None and agent.agent_name:
         return agent.agent_name
     for op in scope.llms + scope.tools:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import (
     AGENT,
     LLM,
@@ -40,6 +40,8 @@ MARKERS = (
     "gen_ai.tool.name",
     "gen_ai.agent.name",
 )
+DETECT_KEYS = (*MARKERS, "gen_ai.input.messages")
+"""Every attribute key ``detect`` looks at: only spans carrying one are asked (``dialects.detected``)."""
 
 OPERATION_KINDS = {
     "invoke_agent": AGENT,

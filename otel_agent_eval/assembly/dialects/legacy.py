@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import SpanEvent, SpanRecord
+from ...records import SpanEvent, SpanRecord
 from .base import (
     LLM,
     OTHER,
@@ -53,6 +53,9 @@ CHOICE_EVENT = "gen_ai.choice"
 STRING_EVENTS = {"gen_ai.content.prompt": "gen_ai.prompt", "gen_ai.content.completion": "gen_ai.completion"}
 REQUEST_TYPES = {"chat": LLM, "completion": LLM}
 LANGSMITH_KINDS = {"llm": LLM, "chat_model": LLM, "tool": TOOL}
+DETECT_KEYS = (*MARKERS, "gen_ai.prompt", "gen_ai.completion", "gen_ai.prompt.0.role", "gen_ai.completion.0.role",
+               "gen_ai.completion.0.content")
+DETECT_EVENTS = (*MESSAGE_EVENTS, CHOICE_EVENT, *STRING_EVENTS)
 
 
 def detect(record: SpanRecord) -> bool:
@@ -87,12 +90,20 @@ def extract(record: SpanRecord, op: Operation) -> None:
         return
     if op.kind != LLM:
         return
-    indexed = _indexed(attrs, op.issues)
-    fill(op, input_messages=indexed.get("prompt"), output_messages=indexed.get("completion"))
-    fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", op.issues))
+    eager = op.input_known  # else the prompt (the history, repeated on every call) is parsed when needed
+    if eager:
+        fill(op, input_messages=_indexed(attrs, op.issues, "prompt").get("prompt"))
+    fill(op, output_messages=_indexed(attrs, op.issues, "completion").get("completion"))
+    if eager:
+        fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", op.issues))
     fill(op, output_messages=_single_string(record, "gen_ai.completion", "assistant", op.issues))
     events_in, events_out = _from_events(record.events, op.issues)
-    fill(op, input_messages=events_in, output_messages=events_out)
+    if eager:
+        fill(op, input_messages=events_in)
+    else:
+        op.defer_input_messages(lambda issues: _indexed(attrs, issues, "prompt").get("prompt")
+                                or _single_string(record, "gen_ai.prompt", "user", issues) or events_in)
+    fill(op, output_messages=events_out)
     fill(
         op,
         usage=usage_from(attrs, ("gen_ai.usage.prompt_tokens",), ("gen_ai.usage.completion_tokens",)),
@@ -102,11 +113,12 @@ def extract(record: SpanRecord, op: Operation) -> None:
 # -- indexed attributes ---------------------------------------------------------
 
 
-def _indexed(attrs: Any, issues: list[str]) -> dict[str, list[Message]]:
-    """``gen_ai.prompt.{i}.*`` and ``gen_ai.completion.{i}.*`` -> message lists by side."""
+def _indexed(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
+    """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) -> ``{side: messages}``."""
+    prefix = f"gen_ai.{side}."
     grouped: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attrs.items():
-        match = _INDEXED.match(key)
+        match = _INDEXED.match(key) if key.startswith(prefix) else None
         if match:
             side, index, field = match.group(1), int(match.group(2)), match.group(3)
             grouped.setdefault(side, {}).setdefault(index, {})[field] = value

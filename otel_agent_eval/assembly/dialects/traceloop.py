@@ -23,7 +23,7 @@ LangGraph; ``tests/test_frameworks_openllmetry.py``) adds to that:
   the instrumentation found no model in the invocation params, while LangChain's
   ``ls_model_name`` metadata (``traceloop.association.properties.ls_model_name``) names it.
 * multi-agent LangGraph: the node and checkpoint namespace are
-  ``traceloop.association.properties.langgraph_*`` (``base.langgraph_task``), a handoff tool's
+  ``traceloop.association.properties.langgraph_*`` (``langgraph.langgraph_task``), a handoff tool's
   output is the ``Command`` in the same ``{"output", "kwargs"}`` wrapper, and the
   ``ParentCommand`` a handoff raises ends the spans it passes ERROR (``base.span_error`` skips it).
 """
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import SpanRecord
+from ...records import SpanRecord
 from .base import (
     AGENT,
     LLM,
@@ -43,18 +43,16 @@ from .base import (
     Operation,
     fill,
     first_str,
-    langchain_text,
-    langchain_tool_output,
-    langgraph_task,
-    parent_command,
     parse_json_value,
     present,
     text_of,
     tool_message,
     unwrap_tool_payload,
 )
+from .langgraph import langchain_text, langchain_tool_output, langgraph_task, parent_command
 
 MARKERS = ("traceloop.span.kind",)
+DETECT_KEYS = (*MARKERS, "traceloop.entity.name", "traceloop.workflow.name")
 
 SPAN_KINDS = {"workflow": WORKFLOW, "agent": AGENT, "tool": TOOL}
 SESSION_KEYS = ("traceloop.association.properties.session_id", "traceloop.association.properties.thread_id")
@@ -102,7 +100,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 def _tool_output(attrs: Any, op: Operation) -> None:
     """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
-    the call id, a failure, a handoff (``base.langchain_tool_output``; see the module doc)."""
+    the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module doc)."""
     for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
         value = attrs.get(key)
         if not present(value):
