@@ -262,3 +262,18 @@ def test_certificates_and_tokens_are_reread_when_they_change(tmp_path: Path) -> 
         assert _https_get(server.ports["admin"], "/metrics", new.ca, "second")[0] == 200
     finally:
         server.kill()
+
+
+def test_deploy_manifests_bind_every_interface_explicitly_with_flags_serve_knows() -> None:
+    """Loopback is the default, so the container manifests must ask for 0.0.0.0, with flags that parse."""
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent / "deploy"
+    compose = yaml.safe_load((root / "compose" / "docker-compose.yml").read_text())
+    deployment = yaml.safe_load((root / "k8s" / "deployment.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    for argv in (compose["services"]["otel-agent-eval"]["command"], container["args"]):
+        args = build_parser().parse_args(argv)
+        assert (args.command, args.host, args.admin_port) == ("serve", "0.0.0.0", 9464)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
