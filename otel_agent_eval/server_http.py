@@ -22,7 +22,7 @@ from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -57,7 +57,7 @@ async def read_body(request: Request, limit: int, idle_seconds: float) -> bytes:
 
     A declared ``Content-Length`` over the limit is refused before any byte is read; a
     chunked or lying body is counted as it arrives. A client that stops sending for
-    ``idle_seconds`` mid-body gets ``TimeoutError``.
+    ``idle_seconds`` mid-body gets ``asyncio.TimeoutError``.
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:  # uvicorn refused the non-numeric ones
@@ -118,7 +118,7 @@ def otlp_app(app: EvalServer) -> Starlette:
                 body = await read_body(request, options.max_request_bytes, options.http_idle_seconds)
             except _BodyTooLarge:
                 refused = Outcome("too_large", f"request body larger than {options.max_request_bytes} bytes")
-            except (TimeoutError, ClientDisconnect):
+            except (asyncio.TimeoutError, ClientDisconnect):
                 app.count("http", signal_name, "incomplete")
                 return Response(b"", 408, headers={"Connection": "close"})
         if refused is not None:
@@ -162,8 +162,8 @@ def admin_app(app: EvalServer) -> Starlette:
         ready, reason = app.ready()
         return PlainTextResponse(f"{reason}\n", 200 if ready else 503)
 
-    metrics = _TokenGuard(app, make_asgi_app(app.registry))
-    return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz), Mount("/metrics", app=metrics)])
+    metrics = _TokenGuard(app, make_asgi_app(app.registry))  # an ASGI app: Starlette routes to it as is
+    return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)])
 
 
 class _IdleClosingH11(H11Protocol):

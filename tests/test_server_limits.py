@@ -23,7 +23,7 @@ HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-prot
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
-                                                            max_request_bytes=LIMIT, http_idle_seconds=5))
+                                                            max_request_bytes=LIMIT, http_idle_seconds=1))
     server.start()
     yield server.ports["http"]
     server.stop(drain_seconds=1)
@@ -79,3 +79,13 @@ def test_chunked_body_over_the_limit_is_refused_without_reading_to_the_end(port:
     # read no further than the limit plus what sat in the socket buffers, not 100x the limit
     assert sent < 40 * LIMIT, sent
 
+
+
+def test_a_client_stalled_mid_body_is_answered_and_closed(port: int) -> None:
+    """Half a body, then silence: after ``http_idle_seconds`` the server answers 408 and closes."""
+    answer = _exchange(port, HEAD + b"Content-Length: 1000\r\n\r\n" + b"x" * 10)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+
+
+def test_a_silent_connection_is_closed(port: int) -> None:
+    assert _exchange(port, b"") == b""

@@ -5,6 +5,7 @@ process; the certificates are made here (a CA, a server certificate for 127.0.0.
 from __future__ import annotations
 
 import datetime
+import http.client
 import ipaddress
 import ssl
 import time
@@ -207,7 +208,11 @@ def test_without_tls_or_token_the_exporters_need_neither(tmp_path: Path) -> None
         assert _http_exporter(server, None, None).export(_spans(2)) is SpanExportResult.SUCCESS
         assert _grpc_exporter(server, None, None).export(_spans(2)) is SpanExportResult.SUCCESS
         assert server.metrics().sum("agent_eval_spans_received_total") == 4
-        assert server.get("/metrics")[0] == 200
+        # /metrics itself answers (prometheus-client's app routed as is, no redirect to /metrics/)
+        connection = http.client.HTTPConnection("127.0.0.1", server.ports["admin"], timeout=5)
+        connection.request("GET", "/metrics")
+        assert connection.getresponse().status == 200
+        connection.close()
     finally:
         server.kill()
 
