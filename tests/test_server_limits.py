@@ -89,3 +89,20 @@ def test_a_client_stalled_mid_body_is_answered_and_closed(port: int) -> None:
 
 def test_a_silent_connection_is_closed(port: int) -> None:
     assert _exchange(port, b"") == b""
+
+
+def test_connections_have_tcp_nodelay() -> None:
+    """asyncio sets TCP_NODELAY only on sockets made with proto IPPROTO_TCP; without it each response
+    waits for the client's delayed ACK (~40 ms per request)."""
+    from tests.test_server_helpers import wait_for
+
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None))
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.ports["http"]), timeout=10):
+            connections = server._http.server.server_state.connections  # type: ignore[union-attr]
+            wait_for(lambda: len(connections) == 1, 10, "the connection accepted")
+            accepted = next(iter(connections)).transport.get_extra_info("socket")
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        server.stop(drain_seconds=1)
