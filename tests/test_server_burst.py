@@ -1,4 +1,5 @@
-"""A burst from several real OTLP exporters into a small intake: every span delivered or counted.
+"""A burst from several real OTLP exporters (Python HTTP and gRPC, JavaScript HTTP) into a small intake:
+every span delivered or counted.
 
 A request whose spans do not fit the room left in the intake is refused whole (429 +
 ``Retry-After`` / ``RESOURCE_EXHAUSTED`` + ``RetryInfo``), which the official exporters
@@ -8,8 +9,13 @@ retry, instead of being taken in part with the rest reported in a partial succes
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import threading
 from pathlib import Path
+
+import pytest
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
@@ -22,6 +28,7 @@ from tests.test_server_helpers import ServerProcess
 BATCH = 100
 TRACES, SPANS_PER_TRACE = 600, 10  # 6,000 GenAI spans
 CLIENTS = 6
+JS = Path(__file__).resolve().parent / "js"
 
 
 def _genai_spans() -> list[ReadableSpan]:
@@ -39,11 +46,29 @@ def _genai_spans() -> list[ReadableSpan]:
     return list(memory.get_finished_spans())
 
 
-def test_burst_from_http_and_grpc_exporters_is_delivered_whole(tmp_path: Path) -> None:
+def _burst_server(tmp_path: Path) -> ServerProcess:
     # An intake of 300 spans, batches of 100 and 6 clients: not every request in flight can fit.
-    server = ServerProcess(tmp_path, "--retry-after", "1", env={
+    return ServerProcess(tmp_path, "--retry-after", "1", env={
         "OTEL_AGENT_EVAL_MAX_INTAKE_SPANS": "300", "OTEL_AGENT_EVAL_MAX_TRACES_PER_SECOND": "0",
         "OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS": "300"})
+
+
+def _assert_delivered_whole(server: ServerProcess, spans: int, delivered: int, failed: int, requests: int) -> None:
+    metrics = server.metrics()
+    # Every span either reached the pipeline or was reported failed to its client: none vanished.
+    assert delivered + failed == spans
+    assert metrics.sum("agent_eval_spans_received_total") == delivered
+    assert metrics.sum("agent_eval_spans_kept_total") == delivered
+    assert metrics.sum("agent_eval_spans_dropped_total", reason="intake_full") == 0
+    assert metrics.sum("agent_eval_server_spans_rejected_total") == 0
+    assert failed == 0, f"{failed} spans failed after the exporters' retries"
+    # The burst did push back: whole requests were refused, and retried.
+    assert metrics.sum("agent_eval_server_requests_total", outcome="overloaded") >= 1
+    assert metrics.sum("agent_eval_server_requests_total", outcome="ok") == requests
+
+
+def test_burst_from_http_and_grpc_exporters_is_delivered_whole(tmp_path: Path) -> None:
+    server = _burst_server(tmp_path)
     try:
         spans = _genai_spans()
         batches = [spans[i:i + BATCH] for i in range(0, len(spans), BATCH)]
@@ -65,17 +90,21 @@ def test_burst_from_http_and_grpc_exporters_is_delivered_whole(tmp_path: Path) -
             thread.join(300)
         delivered = sum(n for n, result in results if result is SpanExportResult.SUCCESS)
         failed = sum(n for n, result in results if result is not SpanExportResult.SUCCESS)
-        metrics = server.metrics()
-        # Every span either reached the pipeline or was reported failed to its client: none vanished.
-        assert delivered + failed == len(spans)
-        assert metrics.sum("agent_eval_spans_received_total") == delivered
-        assert metrics.sum("agent_eval_spans_kept_total") == delivered
-        assert metrics.sum("agent_eval_spans_dropped_total", reason="intake_full") == 0
-        assert metrics.sum("agent_eval_server_spans_rejected_total") == 0
-        assert failed == 0, f"{failed} spans failed after the exporters' retries"
-        # The burst did push back: whole requests were refused, and retried.
-        refused = metrics.sum("agent_eval_server_requests_total", outcome="overloaded")
-        assert refused >= 1
-        assert metrics.sum("agent_eval_server_requests_total", outcome="ok") == len(batches)
+        _assert_delivered_whole(server, len(spans), delivered, failed, len(batches))
+    finally:
+        server.kill()
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not (JS / "node_modules").is_dir(),
+                    reason="needs node and the JavaScript exporter: npm ci --prefix tests/js")
+def test_burst_from_the_javascript_exporter_is_delivered_whole(tmp_path: Path) -> None:
+    server = _burst_server(tmp_path)
+    try:
+        run = subprocess.run(["node", str(JS / "otlp_burst.mjs"), f"{server.http_endpoint}/v1/traces", str(TRACES),
+                              str(SPANS_PER_TRACE), str(CLIENTS), str(BATCH)], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        report = json.loads(run.stdout.strip().splitlines()[-1])
+        assert report["spans"] == TRACES * SPANS_PER_TRACE
+        _assert_delivered_whole(server, report["spans"], report["delivered"], report["failed"], -(-report["spans"] // BATCH))
     finally:
         server.kill()
