@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# The JavaScript OTLP exporter for tests/test_server_burst.py (skipped without it).
+if command -v npm >/dev/null 2>&1; then
+  npm ci --prefix tests/js --no-audit --no-fund --silent || echo "npm ci failed: the JavaScript exporter test will be skipped" >&2
+fi
 exec .venv/bin/python -m pytest "$@"
