@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -105,7 +106,11 @@ def _response(outcome: Outcome, content_type: str) -> Response:
 
 
 def otlp_app(app: EvalServer) -> Starlette:
-    """``POST /v1/traces`` and ``/v1/logs``: authenticate, refuse early if overloaded, read the body bounded, receive."""
+    """``POST /v1/traces`` and ``/v1/logs``: authenticate, refuse early if overloaded, read the body bounded, receive.
+
+    Decoding runs on a worker thread, so the event loop keeps reading other connections (and
+    answering early refusals) while a large request is decoded.
+    """
     from .server import Outcome
 
     options = app.options
@@ -125,7 +130,8 @@ def otlp_app(app: EvalServer) -> Starlette:
             app.count("http", signal_name, refused.status)
             return _error(refused, content_type)
         encoding = (request.headers.get("content-encoding") or "identity").strip().lower()
-        return _response(app.receive(signal_name, body, content_type, transport="http", encoding=encoding), content_type)
+        outcome = await run_in_threadpool(app.receive, signal_name, body, content_type, transport="http", encoding=encoding)
+        return _response(outcome, content_type)
 
     async def traces(request: Request) -> Response:
         return await export(request, "traces")
