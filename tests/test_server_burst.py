@@ -16,9 +16,12 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -101,7 +104,7 @@ def test_burst_from_the_javascript_exporter_is_delivered_whole(tmp_path: Path) -
     server = _burst_server(tmp_path)
     try:
         run = subprocess.run(["node", str(JS / "otlp_burst.mjs"), f"{server.http_endpoint}/v1/traces", str(TRACES),
-                              str(SPANS_PER_TRACE), str(CLIENTS), str(BATCH)], capture_output=True, text=True, timeout=300)
+                              str(SPANS_PER_TRACE), str(CLIENTS), str(BATCH)], capture_output=True, text=True, timeout=300, check=False)
         assert run.returncode == 0, run.stderr[-2000:]
         report = json.loads(run.stdout.strip().splitlines()[-1])
         assert report["spans"] == TRACES * SPANS_PER_TRACE

@@ -19,8 +19,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+    OTLPSpanExporter as HttpSpanExporter,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -234,7 +238,7 @@ def test_mutual_tls_requires_a_client_certificate_from_the_ca(tmp_path: Path) ->
         # The admin port asks for no client certificate: orchestrator probes have none.
         assert _https_get(server.ports["admin"], "/healthz", pki.ca)[0] == 200
         status, metrics = _https_get(server.ports["admin"], "/metrics", pki.ca)
-        assert _metric(metrics, "agent_eval_spans_received_total") == 5
+        assert status == 200 and _metric(metrics, "agent_eval_spans_received_total") == 5
     finally:
         server.kill()
 
