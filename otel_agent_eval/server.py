@@ -211,7 +211,7 @@ class ServerCollector(Collector):
             "agent_eval_server_own_spans", "Spans of scope otel_agent_eval received back and ignored", value=s.own_spans.total()
         )
         logs = CounterMetricFamily(
-            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own)",
+            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own, intake_full)",
             labels=["outcome"],
         )
         for labels, value in sorted(s.log_records.snapshot().items()):
