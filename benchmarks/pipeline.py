@@ -23,6 +23,8 @@ each evaluator) and cProfile's top 10.
 
     python benchmarks/pipeline.py            # ~25 s
     python benchmarks/pipeline.py --quick    # ~3 s
+    python benchmarks/pipeline.py --tool-definitions --evaluators \
+        tool_call_accuracy,tool_failure_recovery,loop_detection,step_budget,tool_argument_validity
 """
 
 from __future__ import annotations
@@ -77,7 +79,17 @@ def turn_plan(n_spans: int) -> list[int]:
     return plan
 
 
-def agent_run_spans(n_spans: int, seed: int = 0) -> list[dict[str, Any]]:
+TOOL_DEFINITIONS = json.dumps([
+    {"type": "function", "name": name, "description": f"{name.replace('_', ' ')} for an order item",
+     "parameters": {"type": "object", "additionalProperties": False, "required": ["order_id", "item"], "properties": {
+         "order_id": {"type": "string", "pattern": "^[0-9]+$"}, "item": {"type": "string", "minLength": 1},
+         "quantity": {"type": "integer", "minimum": 1, "maximum": 10}}}}
+    for name in TOOLS
+])
+"""``gen_ai.tool.definitions`` of every chat span with ``--tool-definitions`` (opt-in in semconv)."""
+
+
+def agent_run_spans(n_spans: int, seed: int = 0, tool_definitions: bool = False) -> list[dict[str, Any]]:
     """A semconv agent run of exactly ``n_spans`` spans, as plain dicts (ids local to the trace)."""
     plan = turn_plan(n_spans)
     task = f"Order #{1000 + seed}: the blue kettle arrived broken, please refund it."
@@ -110,6 +122,7 @@ def agent_run_spans(n_spans: int, seed: int = 0) -> list[dict[str, Any]]:
                 "gen_ai.output.messages": json.dumps([output]),
                 "gen_ai.response.finish_reasons": ("tool_call" if calls else "stop",),
                 "gen_ai.usage.input_tokens": 600 + 40 * number, "gen_ai.usage.output_tokens": 60,
+                **({"gen_ai.tool.definitions": TOOL_DEFINITIONS} if tool_definitions else {}),
             },
         })
         t += 810 * MS
@@ -164,8 +177,8 @@ def expectations() -> list[ToolExpectation]:
     return [ToolExpectation(agent="support", expected_tools=["lookup_order", "check_stock"], require_order=True)]
 
 
-def deterministic_evaluators() -> list[Evaluator]:
-    return build_evaluators(Settings.load({}), expectations())
+def deterministic_evaluators(names: str | None = None) -> list[Evaluator]:
+    return build_evaluators(Settings.load({}, evaluators=names), expectations())
 
 
 # --------------------------------------------------------------------------- measurement
@@ -232,8 +245,9 @@ def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], 
     return medians
 
 
-def dataset(n_spans: int, n_traces: int) -> list[list[SpanRecord]]:
-    return [to_records(agent_run_spans(n_spans, seed=i), trace_id=0x1000 + i) for i in range(n_traces)]
+def dataset(n_spans: int, n_traces: int, tool_definitions: bool = False) -> list[list[SpanRecord]]:
+    return [to_records(agent_run_spans(n_spans, seed=i, tool_definitions=tool_definitions), trace_id=0x1000 + i)
+            for i in range(n_traces)]
 
 
 def pin_one_core() -> str:
@@ -248,12 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and traces")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--evaluators", default=None, help="comma separated (default: the default set)")
+    parser.add_argument("--tool-definitions", action="store_true", help="chat spans carry gen_ai.tool.definitions")
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 7)
     spans_per_round = 4_000 if args.quick else 20_000  # about the same work per size
     print(f"pipeline benchmark: {pin_one_core()}, Python {sys.version.split()[0]} ({sys.executable}), {rounds} rounds")
-    evaluators = deterministic_evaluators()
-    data = {size: dataset(size, max(2, spans_per_round // size)) for size in SIZES}
+    evaluators = deterministic_evaluators(args.evaluators)
+    print(f"evaluators: {', '.join(e.name for e in evaluators)}; tool definitions: {args.tool_definitions}")
+    data = {size: dataset(size, max(2, spans_per_round // size), args.tool_definitions) for size in SIZES}
     # sanity: every trace assembles to one agent run with every evaluator deciding
     for size, traces in data.items():
         (run,) = flatten(assemble(traces[0]))

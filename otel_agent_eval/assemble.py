@@ -33,8 +33,12 @@ Algorithm (see docs/architecture.md, "Assembly"):
    ancestry, then tool call id, then (name, canonical arguments), then time order
    (turns that started before the tool first, then those within the clock-skew allowance).
    It fills in the requested call; a tool span nobody requested is kept, flagged
-   ``requested=False``; a requested call with no tool span stays ``executed=False``.
-   A handoff span fulfils the requested call that names its target agent.
+   ``requested=False``, unless its turn answered with text and no structured call (tool
+   use written as text or code: ReAct, code agents), where it is the turn's requested call;
+   a requested call with no tool span stays ``executed=False``.
+   A handoff span fulfils the requested call that names its target agent; a nested agent
+   run for a step with no tool span around it (a smolagents managed agent) fulfils the
+   step's open call of its name, its final output the result.
 5. A call still without an id takes it from a later model call's input, where the
    call and its result were echoed back with their id; an executed call whose tool
    span recorded no result (event-only content, a failed tool, a handoff) takes the
@@ -52,7 +56,7 @@ the same result; any other trace takes the general path.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,7 +79,7 @@ from .dialects.base import (
     span_error,
 )
 from .metadata import run_metadata
-from .model import AgentTrace, step_texts
+from .model import AgentStep, AgentTrace, step_texts
 from .records import OWN_SCOPE, SpanRecord, as_record, span_id_hex, trace_id_hex
 from .semconv_run import assemble_semconv_run
 
@@ -252,6 +256,8 @@ class _TraceAssembly:
                 child = built[scope.key]
                 child.parent_step_index = self._delegating_step(scope, scope.parent)
                 built[scope.parent.key].children.append(child)
+                if child.parent_step_index is not None:
+                    _fulfil_by_agent(built[scope.parent.key].steps[child.parent_step_index], child)
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
 
@@ -673,8 +679,10 @@ class _TraceAssembly:
         # for it: a model call whose output was not recorded); a turn that started after the
         # tool, within the clock-skew allowance, only when none started before. With fast turns
         # the next turn, maybe asking for the same call, often starts under CLOCK_SKEW_NS after it.
+        # Strictly before: with a coarse clock (JS SDKs round start times to the millisecond) the
+        # next turn often starts in the same tick as the tool, the turn that asked for it never.
         start = tool.record.start_time_unix_nano
-        before = bisect_right(index.starts, start)
+        before = bisect_left(index.starts, start)
         skewed = bisect_right(index.starts, start + CLOCK_SKEW_NS)
         by = "handoff" if tool.handoff_to else "args"
         for draft in chain(reversed(drafts[:before]), drafts[before:skewed]):
@@ -732,6 +740,9 @@ class _StepDraft:
     tool_span_ids: list[int] = field(default_factory=list)
     tool_span_hexes: list[str] = field(default_factory=list)
     """``tool_span_ids`` as the step reports them (each formatted once)."""
+    calls_in_text: bool = False
+    """The model's response has text and requests no structured tool call: tools run for it were
+    asked for in that text (ReAct, code agents)."""
     issues: list[str] = field(default_factory=list)
     """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
     (read then: a model call's input is parsed when first needed, and its issues come with it)."""
@@ -759,6 +770,7 @@ class _StepDraft:
                             continue
                         seen.add(call_id)
                     calls.append(_CallDraft(call.name, call.arguments, call_id))
+        draft.calls_in_text = not calls and draft.llm is not None and bool(draft.llm.output_text())
         return draft
 
     def open_call(self, tool: Operation, by: str) -> _CallDraft | None:
@@ -790,8 +802,11 @@ class _StepDraft:
             or self.open_call(tool, "handoff")
         )
         if call is None:
-            call = _CallDraft(name=tool.tool_name or tool.record.name, requested=self.llm is None or not self.llm.has_content)
-            if self.llm is not None and self.llm.has_content:
+            # A response that requested no structured call asked for its tools in text or code
+            # (ReAct, code agents): the tool spans run under it are its calls, without call ids.
+            in_text = self.llm is None or not self.llm.has_content or self.calls_in_text
+            call = _CallDraft(name=tool.tool_name or tool.record.name, requested=in_text)
+            if not in_text:
                 self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
             self.calls.append(call)
         call.executed = True
@@ -937,6 +952,17 @@ def _echoed_result(call: _CallDraft, messages: list[Message] | None, strict: boo
             if call_id == call.call_id and echoed is not None:
                 return echoed
     return _MISSING
+
+
+def _fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:
+    """A call the step requested by the name of the agent that ran for it, with no tool span of its
+    own (a smolagents managed agent: its AGENT span is the call's execution), is that run."""
+    for call in step.tool_calls:
+        if call.requested and not call.executed and call.name == child.agent_name:
+            call.executed, call.result, call.span_id = True, child.final_output, child.agent_span_id
+            call.start_time_unix_nano, call.end_time_unix_nano = child.start_time_unix_nano, child.end_time_unix_nano
+            step.span_ids.append(child.agent_span_id)
+            return
 
 
 def _mentions(name: str, agent: str) -> bool:

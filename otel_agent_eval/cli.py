@@ -1,4 +1,4 @@
-"""Command line: ``otel-agent-eval demo | evaluate``. A thin shell over the library."""
+"""Command line: ``otel-agent-eval demo | evaluate | serve | experiment | mcp``. A thin shell over the library."""
 
 from __future__ import annotations
 
@@ -6,8 +6,34 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .stats_ci import Gate
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, with the command's flags over them; each ``--threshold``
+    overrides the environment's threshold for its evaluator only."""
+    from .config import Settings, check_thresholds, parse_thresholds
+
+    if os.getcwd() not in sys.path:  # module:Class evaluators and --task modules next to the user, as with `python -m`
+        sys.path.insert(0, os.getcwd())
+    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    settings = Settings.load(**overrides)
+    if not args.threshold:
+        return settings
+    chosen: dict[str, float] = {}
+    for text in args.threshold:
+        try:
+            chosen.update(check_thresholds(parse_thresholds(text)))
+        except ValueError as exc:
+            raise ConfigError(f"--threshold {text!r}: {exc}") from None
+    return Settings.load(**overrides, thresholds={**settings.thresholds, **chosen})
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -21,19 +47,17 @@ def _demo(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     import json
 
-    from .config import Settings
     from .evaluators import build_configured_evaluators
-    from .offline import Gate, evaluate_records, print_text, read_files, to_json
+    from .offline import evaluate_records, print_text, read_files, to_json
 
     try:
         from .otlp import OTLPDecodeError
     except ImportError:
         return _missing_otlp_extra("evaluate")
 
-    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
-    settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+    settings = _settings(args)
     try:
-        gates = [Gate.parse(g) for g in args.gate]
+        gates = _gates(args)
         evaluators, judge = build_configured_evaluators(settings)
         records = read_files(args.files)
     except (OSError, ValueError, OTLPDecodeError) as exc:
@@ -52,6 +76,65 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 1 if report.failed_gates() else 0
 
 
+def _gates(args: argparse.Namespace) -> list[Gate]:
+    from .stats_ci import Gate
+
+    return [Gate.parse(g) for g in args.gate] + [Gate.parse(g, lower_bound=True) for g in args.gate_lower_bound]
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .evaluators import configure_evaluators
+    from .evaluators.registry import UnknownEvaluator, import_spec
+    from .experiments import (
+        Case,
+        compare,
+        failed_gates,
+        load_dataset,
+        print_text,
+        progress_bar,
+        run_experiment,
+    )
+
+    settings = _settings(args)
+    try:
+        gates = _gates(args)
+        if args.concurrency < 1:
+            raise ValueError(f"--concurrency {args.concurrency}: must be at least 1")
+        cases = load_dataset(args.dataset)
+        baseline = json.loads(Path(args.compare).read_text()) if args.compare else None
+        task = import_spec(args.task)
+    except UnknownEvaluator as exc:
+        print(f"otel-agent-eval experiment: --task {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"otel-agent-eval experiment: {exc}", file=sys.stderr)
+        return 2
+    factory = configure_evaluators(settings)
+    try:
+        factory.build()  # a bad evaluator spec fails before any case runs
+
+        def evaluators_for(case: Case) -> list[Any]:
+            rule = case.expectation()
+            return factory.build([rule] if rule else [], reference=case.expected_output)
+
+        report = run_experiment(cases, task, evaluators_for, concurrency=args.concurrency, progress=progress_bar(sys.stderr))
+    finally:
+        factory.close()
+    comparison = compare(baseline, report) if baseline is not None else None
+    failures = failed_gates(report, gates)
+    if args.format == "json":
+        json.dump({**report.to_json(), "comparison": comparison, "failed_gates": failures}, sys.stdout, indent=2)
+        print()
+    else:
+        print_text(report, sys.stdout, comparison)
+        for failure in failures:
+            print(f"GATE FAILED: {failure}")
+    return 1 if failures else 0
+
+
 def _missing_otlp_extra(command: str) -> int:
     print(f"otel-agent-eval {command}: needs the otlp extra (protobuf, gRPC, OTLP exporters): "
           "pip install 'otel-agent-eval[otlp]'", file=sys.stderr)
@@ -59,8 +142,6 @@ def _missing_otlp_extra(command: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .config import Settings
-
     try:
         from .server import ServeOptions, serve
     except ImportError:
@@ -76,8 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
 
-    overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
-    settings = Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+    settings = _settings(args)
     try:
         options = ServeOptions(
             host=args.host, http_port=port(args.http_port), grpc_port=port(args.grpc_port),
@@ -117,11 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     evaluate = commands.add_parser("evaluate", help="assemble and evaluate exported OTLP traces (JSON, JSON lines, protobuf, gzip)")
     evaluate.add_argument("files", nargs="+", help="OTLP trace files")
-    evaluate.add_argument("--format", choices=("text", "json"), default="text")
-    evaluate.add_argument("--evaluators", default=None, help="comma-separated built-in evaluators (default: OTEL_AGENT_EVAL_EVALUATORS or all deterministic)")
-    evaluate.add_argument("--expectations", default=None, help="JSON file of tool-call expectation rules")
-    evaluate.add_argument("--gate", action="append", default=[], metavar="EVALUATOR=MIN_PASS_RATE",
-                          help="exit 1 when the evaluator's pass rate is below this (repeatable)")
+    _output_and_gate_flags(evaluate)
+    _evaluator_flags(evaluate)
     evaluate.set_defaults(func=_evaluate)
     serve = commands.add_parser("serve", help="OTLP receiver (HTTP 4318, gRPC 4317) evaluating agent traces from any app")
     env = os.environ
@@ -152,14 +229,42 @@ def build_parser() -> argparse.ArgumentParser:
                        help="OTLP endpoint for results (default: OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]ENDPOINT; unset: /metrics only)")
     serve.add_argument("--export-protocol", choices=("http/protobuf", "grpc"), default=None,
                        help="default: OTEL_EXPORTER_OTLP_PROTOCOL or http/protobuf")
-    serve.add_argument("--evaluators", default=None, help="comma-separated built-in evaluators (default: OTEL_AGENT_EVAL_EVALUATORS)")
-    serve.add_argument("--expectations", default=None, help="JSON file of tool-call expectation rules")
+    _evaluator_flags(serve)
     serve.set_defaults(func=_serve)
+    experiment = commands.add_parser("experiment", help="run an agent task over a dataset of cases, evaluate every run, "
+                                                        "report pass rates with 95% confidence intervals")
+    experiment.add_argument("dataset", help="JSON-lines file of cases: id, input, expected_tools, facts, expected_output, ...")
+    experiment.add_argument("--task", required=True, metavar="MODULE:FUNCTION",
+                            help="the agent: called with each Case; what it emits as OpenTelemetry spans is evaluated")
+    experiment.add_argument("--concurrency", type=int, default=1, help="cases run at once (default 1)")
+    experiment.add_argument("--compare", default=None, metavar="BASELINE.json",
+                            help="a saved --format json run: per-evaluator differences (two-proportion test) and flipped cases")
+    _output_and_gate_flags(experiment)
+    _evaluator_flags(experiment)
+    experiment.set_defaults(func=_experiment)
     mcp = commands.add_parser("mcp", help="MCP server with evaluation tools (stdio, or streamable HTTP with --port)")
     mcp.add_argument("--port", type=int, default=None, help="serve streamable HTTP at http://HOST:PORT/mcp (default: stdio)")
     mcp.add_argument("--host", default="127.0.0.1", help="address to bind with --port (default 127.0.0.1)")
     mcp.set_defaults(func=_mcp)
     return parser
+
+
+def _evaluator_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evaluators", default=None,
+                        help="comma-separated evaluators: built-in or judge names, installed ones (entry points), "
+                             "module:Class or module:function (default: OTEL_AGENT_EVAL_EVALUATORS or all deterministic)")
+    parser.add_argument("--expectations", default=None,
+                        help="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds")
+    parser.add_argument("--threshold", action="append", default=[], metavar="EVALUATOR=VALUE",
+                        help="pass threshold of one evaluator, over OTEL_AGENT_EVAL_THRESHOLDS (repeatable)")
+
+
+def _output_and_gate_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--gate", action="append", default=[], metavar="EVALUATOR=MIN_PASS_RATE",
+                        help="exit 1 when the evaluator's pass rate is below this (repeatable)")
+    parser.add_argument("--gate-lower-bound", action="append", default=[], metavar="EVALUATOR=MIN",
+                        help="exit 1 when the lower bound of the pass rate's Wilson 95%% interval is below this (repeatable)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ setting (and its environment variable) and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -44,11 +45,15 @@ class Settings(BaseModel):
     max_buffered_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Estimated bytes of buffered spans (attribute content plus a fixed cost per span); beyond, the oldest traces are dropped (buffer_full); a single trace over it keeps its first spans (trace_too_large). 0 disables the limit.")
     max_spans_per_trace: int = Field(2_000, ge=1, description="Spans kept per trace; beyond, spans are dropped (trace_too_large).")
     max_queued_evaluations: int = Field(200, ge=1, description="Agent traces waiting for a worker; beyond, the oldest is dropped (queue_full).")
+    wait_for_trace_seconds: float = Field(5.0, ge=0.0, description="Records intake (serve, offline): a non-GenAI span of a trace not yet known (an HTTP root arriving before its agent's spans) waits this long for a GenAI span of its trace, then leaves (waiting_spans{expired}). 0: such spans are not kept.")
+    max_waiting_spans: int = Field(10_000, ge=0, description="Spans waiting for their trace to become known; beyond, the oldest waiting traces leave (waiting_spans{evicted}).")
+    max_waiting_bytes: int = Field(8 * 1024 * 1024, ge=0, description="Estimated bytes of waiting spans; beyond, the oldest waiting traces leave (waiting_spans{evicted}). 0 disables the limit.")
     # evaluation
-    evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Built-in evaluators to run, comma separated.")
+    evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Evaluators to run, comma separated: built-in and judge names, names installed packages register (entry points `otel_agent_eval.evaluators`), `module:Class` or `module:function`.")
     workers: int = Field(1, ge=1, le=64, description="Evaluation worker threads.")
     evaluator_timeout_seconds: float = Field(30.0, gt=0, description="An evaluator running longer yields an error result (timeout).")
-    expectations_file: str | None = Field(None, description="JSON file of tool-call expectation rules (see README).")
+    expectations_file: str | None = Field(None, description="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds (see README).")
+    thresholds: dict[str, float] = Field(default_factory=dict, description="Per-evaluator pass thresholds, e.g. tool_call_accuracy=1.0,plan_quality=0.8 (or a JSON object); see README for the defaults.")
     loop_threshold: int = Field(3, ge=2, description="Same tool with identical arguments this many times is a loop.")
     max_steps: int = Field(20, ge=1, description="Step budget: more LLM turns than this fails step_budget.")
     max_conversations: int = Field(1000, ge=0, description="Conversations whose recent turns are remembered for later runs (gen_ai.conversation.id); 0 turns it off.")
@@ -56,6 +61,8 @@ class Settings(BaseModel):
     # outputs
     emit_spans: bool = Field(True, description="Emit an evaluation span per evaluated agent trace.")
     emit_logs: bool = Field(True, description="Emit gen_ai.evaluation.result log records.")
+    export_max_queued_spans: int = Field(8192, ge=1, description="serve's result export: evaluation spans waiting for the OTLP exporter; beyond, new ones are dropped and counted (sink_errors{otlp}, the stop report's not_exported).")
+    export_max_queued_log_records: int = Field(32768, ge=1, description="serve's result export: gen_ai.evaluation.result log records waiting for the OTLP exporter (one per evaluator and run); beyond, dropped and counted like export_max_queued_spans.")
     prometheus_port: int | None = Field(None, ge=0, le=65535, description="Serve /metrics on this port (0 picks a free port); unset: no server.")
     prometheus_host: str = Field("0.0.0.0", description="Address the /metrics server binds to.")
     max_agent_labels: int = Field(50, ge=1, description="Distinct agent label values; further agents are reported as 'other'.")
@@ -68,6 +75,11 @@ class Settings(BaseModel):
     def _split(cls, value: Any) -> Any:
         return comma_list(value)
 
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, value: Any) -> Any:
+        return check_thresholds(parse_thresholds(value) if isinstance(value, str) else value)
+
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_*`` variables over defaults."""
@@ -76,18 +88,59 @@ class Settings(BaseModel):
         return settings
 
     def _check_consistency(self) -> None:
-        from .evaluators import BUILTIN_EVALUATORS
+        from .evaluators.registry import UnknownEvaluator, check_name
 
-        unknown = [name for name in self.evaluators if name not in BUILTIN_EVALUATORS]
-        if unknown:
-            raise ConfigError(
-                f"{ENV_PREFIX}EVALUATORS: unknown evaluator(s) {', '.join(unknown)}; allowed: {', '.join(sorted(BUILTIN_EVALUATORS))}"
-            )
+        for name in self.evaluators:
+            try:
+                check_name(name)
+            except UnknownEvaluator as exc:
+                raise ConfigError(f"{ENV_PREFIX}EVALUATORS: {exc}") from None
         if self.idle_timeout_seconds > self.max_trace_age_seconds:
             raise ConfigError(
                 f"{ENV_PREFIX}IDLE_TIMEOUT_SECONDS ({self.idle_timeout_seconds}) must not exceed "
                 f"{ENV_PREFIX}MAX_TRACE_AGE_SECONDS ({self.max_trace_age_seconds})"
             )
+
+
+def parse_thresholds(text: str) -> dict[str, Any]:
+    """``"a=1.0,b=0.8"`` or a JSON object -> ``{"a": "1.0", "b": "0.8"}`` (values checked by ``check_thresholds``)."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise ValueError("expected EVALUATOR=VALUE,... or a JSON object") from None
+        if not isinstance(value, dict):
+            raise ValueError("expected EVALUATOR=VALUE,... or a JSON object")
+        return value
+    out: dict[str, Any] = {}
+    for item in comma_list(text):
+        name, sep, number = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{item!r}: expected EVALUATOR=VALUE, e.g. tool_call_accuracy=1.0")
+        out[name.strip()] = number.strip()
+    return out
+
+
+def check_thresholds(thresholds: Any) -> dict[str, float]:
+    """Evaluator name -> threshold, each a known evaluator (built-in or judge) and within [0, 1]."""
+    from .evaluators import known_evaluator_names
+
+    if not isinstance(thresholds, dict):
+        raise ValueError("expected a mapping of evaluator name to threshold")
+    known = known_evaluator_names()
+    out: dict[str, float] = {}
+    for name, raw in thresholds.items():
+        if name not in known:
+            raise ValueError(f"unknown evaluator {name!r}; allowed: {', '.join(sorted(known))}")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: threshold {raw!r} is not a number") from None
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name}: threshold {value:g} is outside [0, 1]")
+        out[name] = value
+    return out
 
 
 def comma_list(value: Any) -> Any:

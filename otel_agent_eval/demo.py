@@ -33,7 +33,9 @@ EXPECTATIONS = [
         agent="support-agent", input_pattern="refund", expected_tools=["lookup_order", "refund_order"],
         require_order=True, forbidden_tools=["delete_account"],
     ),
-    ToolExpectation(agent="research-agent", expected_tools=["search", "fetch_page"], forbidden_tools=["delete_account"]),
+    # Fetching another page after a failed fetch is a recovery: no argument identifies a fetch_page call.
+    ToolExpectation(agent="research-agent", expected_tools=["search", "fetch_page"], forbidden_tools=["delete_account"],
+                    retry_keys={"fetch_page": []}),
 ]
 
 

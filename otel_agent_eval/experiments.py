@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .assemble import assemble
 from .evaluators.base import Evaluator, safe_evaluate
 from .evaluators.tool_calls import ToolExpectation
-from .model import LABELS, AgentTrace, EvalResult
+from .model import LABELS, EvalResult
+from .pipeline import flatten
 from .records import OWN_SCOPE, from_readable_span
-from .stats_ci import Interval, two_proportion_test, wilson_interval
+from .stats_ci import Gate, Interval, two_proportion_test, wilson_interval
 
 CASE_ID_KEY = "experiment.case_id"
 """``AgentTrace.metadata`` key naming the case a run belongs to."""
@@ -242,7 +243,7 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
         spans = capture.close(trace_id)
     seconds = time.perf_counter() - started
     records = [from_readable_span(s) for s in spans if s.instrumentation_scope is None or s.instrumentation_scope.name != OWN_SCOPE]
-    runs = _flatten(assemble(records))
+    runs = flatten(assemble(records))
     results: list[EvalResult] = []
     for run in runs:
         run = run.model_copy(update={"metadata": {**run.metadata, CASE_ID_KEY: case.id}})
@@ -251,14 +252,6 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
         for evaluator in evaluators:
             results.extend(safe_evaluate(evaluator, run)[0])
     return CaseResult(case.id, len(runs), results, output, task_error, seconds)
-
-
-def _flatten(traces: Iterable[AgentTrace]) -> list[AgentTrace]:
-    out: list[AgentTrace] = []
-    for t in traces:
-        out.append(t)
-        out.extend(_flatten(t.children))
-    return out
 
 
 def run_experiment(
@@ -321,18 +314,14 @@ def compare(baseline: dict[str, Any], report: ExperimentReport) -> dict[str, Any
     return {"evaluators": evaluators, "flipped": flipped}
 
 
-def failed_gates(report: ExperimentReport, gates: dict[str, float], *, lower_bound: bool = False) -> list[str]:
-    """Human-readable failures of ``EVALUATOR=MIN`` gates on the pass rate (or its Wilson lower bound)."""
+def failed_gates(report: ExperimentReport, gates: Sequence[Gate]) -> list[str]:
+    """Human-readable failures of the gates (``--gate``, ``--gate-lower-bound``)."""
     failures = []
-    for name, minimum in gates.items():
-        summary = report.summaries.get(name)
-        if summary is None or summary.judged == 0:
-            failures.append(f"{name}: no pass/fail result to gate on")
-            continue
-        value = summary.interval.low if lower_bound and summary.interval else summary.pass_rate
-        what = "pass-rate lower bound" if lower_bound else "pass rate"
-        if value is not None and value < minimum:
-            failures.append(f"{name}: {what} {value:.3f} < {minimum:g}")
+    for gate in gates:
+        summary = report.summaries.get(gate.evaluator)
+        failure = gate.failure(summary.counts["pass"], summary.judged) if summary else gate.failure(0, 0)
+        if failure:
+            failures.append(failure)
     return failures
 
 
@@ -352,6 +341,10 @@ def print_text(report: ExperimentReport, out: TextIO, comparison: dict[str, Any]
                 out.write(f"  vs baseline {name}: {diff['difference']:+.1%} (p={diff['p_value']:.3f})\n")
         for flip in comparison["flipped"]:
             out.write(f"  flipped: case {flip['case']} {flip['evaluator']}: {flip['before']} -> {flip['after']}\n")
+    for case in report.cases:
+        for r in case.results:
+            if r.label in ("fail", "error"):
+                out.write(f"  case {case.case_id}: {r.evaluator} {r.label}: {r.explanation[:100]}\n")
     if no_run:
         out.write(f"no agent run recorded for case(s): {', '.join(no_run)}\n")
     for case in errors:

@@ -22,25 +22,7 @@ from .evaluators.base import Evaluator, safe_evaluate
 from .model import AgentTrace, EvalResult
 from .pipeline import flatten
 from .records import SpanRecord
-
-
-@dataclass
-class Gate:
-    """Fail the run when ``evaluator``'s pass rate is below ``min_pass_rate``."""
-
-    evaluator: str
-    min_pass_rate: float
-
-    @classmethod
-    def parse(cls, text: str) -> Gate:
-        name, _, rate = text.partition("=")
-        try:
-            value = float(rate) if rate else 1.0
-        except ValueError:
-            raise ValueError(f"--gate {text!r}: expected EVALUATOR=MIN_PASS_RATE, e.g. tool_call_accuracy=0.9") from None
-        if not name or not 0.0 <= value <= 1.0:
-            raise ValueError(f"--gate {text!r}: expected EVALUATOR=MIN_PASS_RATE with a rate within [0, 1]")
-        return cls(name, value)
+from .stats_ci import Gate
 
 
 @dataclass
@@ -81,12 +63,10 @@ class Report:
         totals = self.totals()
         failures = []
         for gate in self.gates:
-            t = totals.get(gate.evaluator)
-            rate = t.pass_rate if t else None
-            if rate is None:
-                failures.append(f"{gate.evaluator}: no pass/fail result to gate on")
-            elif rate < gate.min_pass_rate:
-                failures.append(f"{gate.evaluator}: pass rate {rate:.1%} < {gate.min_pass_rate:.1%}")
+            counts = totals[gate.evaluator].counts if gate.evaluator in totals else {}
+            failure = gate.failure(counts.get("pass", 0), counts.get("pass", 0) + counts.get("fail", 0))
+            if failure:
+                failures.append(failure)
         return failures
 
 

@@ -69,7 +69,7 @@ from .pipeline import Pipeline
 from .logs import OWN_EVENTS, event_name_of, is_genai_content
 from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.otlp_export import CountingExporter, ExportTally, emitted_counters
+from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
 from .sinks.prometheus import PrometheusSink
 from .server_grpc import grpc_server
 from .server_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
@@ -244,10 +244,8 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
         return None, None
     protocol = options.export_protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip()
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
@@ -267,17 +265,14 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
     tracer_provider = logger_provider = None
-    emitted_spans, emitted_logs = emitted_counters(tally)
     if wants_traces:
         tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(emitted_spans)
-        exporter = CountingExporter(OTLPSpanExporter(**span_kwargs), "spans", tally)
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
+        tracer_provider.add_span_processor(
+            bounded_span_processor(OTLPSpanExporter(**span_kwargs), tally, settings.export_max_queued_spans))
     if wants_logs:
         logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(emitted_logs)
-        log_exporter = CountingExporter(OTLPLogExporter(**log_kwargs), "log_records", tally)
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))  # type: ignore[arg-type]
+        logger_provider.add_log_record_processor(
+            bounded_log_processor(OTLPLogExporter(**log_kwargs), tally, settings.export_max_queued_log_records))
     return tracer_provider, logger_provider
 
 
@@ -357,6 +352,8 @@ class EvalServer:
         drain = self.options.drain_seconds if drain_seconds is None else drain_seconds
         deadline = time.monotonic() + drain
         self._draining = True
+        with self._offer_lock:  # a request already past refusal() finishes its offer; later ones see _draining
+            pass
         before_evaluated = self.stats.traces_evaluated.total()
         at_stop = {"buffered_traces": self.stats.buffered_traces, "intake_spans": len(self.pipeline.intake),
                    "queued_evaluations": self.stats.queue_depth, "queued_judge_evaluations": self.stats.judge_queue_depth}
@@ -384,7 +381,11 @@ class EvalServer:
             "traces_evaluated": self.stats.traces_evaluated.total(),
             "dropped_shutdown": self.stats.dropped.get("shutdown"),
             "judge_dropped_shutdown": self.stats.dropped.get("judge_shutdown"),
+            "dropped": {reason: n for (reason,), n in sorted(self.stats.dropped.snapshot().items())},
+            "traces_completed": {reason: n for (reason,), n in sorted(self.stats.traces_completed.snapshot().items())},
             "spans_received": self.stats.spans_received.value,
+            "spans_rejected": self.server_stats.spans_rejected.total(),
+            "spans_dropped": {reason: n for (reason,), n in sorted(self.stats.spans_dropped_snapshot().items()) if n},
         }
 
     # -- health ----------------------------------------------------------------
@@ -413,11 +414,14 @@ class EvalServer:
     def refusal(self) -> Outcome | None:
         """The refusal every request gets right now, whatever it holds (checked before reading its body)."""
         if self._draining:
-            return Outcome("draining", f"draining: retry after {self.options.retry_after_seconds}s",
-                           retry_after=self.options.retry_after_seconds)
+            return self._draining_outcome()
         if self.overloaded():
             return self._overloaded("intake above its high-water mark")
         return None
+
+    def _draining_outcome(self) -> Outcome:
+        retry = self.options.retry_after_seconds
+        return Outcome("draining", f"draining (shutting down): retry after {retry}s, or another replica", retry_after=retry)
 
     def _overloaded(self, why: str) -> Outcome:
         retry = self.options.retry_after_seconds
@@ -475,6 +479,8 @@ class EvalServer:
         capacity = self.settings.max_intake_spans
         full = self.stats.intake_full
         with self._offer_lock:
+            if self._draining:  # passed refusal() before the drain began: refused now (retryable), nothing offered
+                return self._draining_outcome()
             if capacity - len(self.pipeline.intake) < count <= capacity:
                 return self._overloaded(f"{count} items do not fit in the intake now")
             before = full.value
@@ -553,21 +559,22 @@ def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -
     if not server.exporting:
         _logger.warning("no OTLP endpoint configured (OTEL_EXPORTER_OTLP_ENDPOINT or --export-endpoint): results only on /metrics")
     print(json.dumps({"event": "listening", **server.ports}), file=out, flush=True)
-    stop = threading.Event()
     first_signal: list[float] = []
 
     def on_signal(signum: int, frame: Any) -> None:
+        # No locks here: the handler runs in the main thread between two bytecodes, possibly inside a
+        # ``threading.Event.wait`` that holds the Event's (non-reentrant) lock; ``Event.set`` would
+        # deadlock there, and serve would hang on SIGTERM. The main loop polls the list instead.
         if first_signal and time.monotonic() - first_signal[0] > 1.0:  # a second signal (not a duplicate): give up
             os._exit(128 + signum)
         if not first_signal:
             first_signal.append(time.monotonic())
-            _logger.info("signal %d: draining for up to %gs", signum, options.drain_seconds)
-        stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    while not stop.wait(0.5):
-        pass
+    while not first_signal:
+        time.sleep(0.2)
+    _logger.info("signal received: draining for up to %gs", options.drain_seconds)
     summary = server.stop()
     print(json.dumps({"event": "stopped", **summary}), file=out, flush=True)
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 Z_95 = 1.959963984540054
 """The two-sided 95% normal quantile."""
@@ -57,3 +58,39 @@ def two_proportion_test(passed_a: int, total_a: int, passed_b: int, total_b: int
         return ProportionTest(pb - pa, 0.0, 1.0)  # both all-pass or all-fail: no evidence of a difference
     z = (pb - pa) / math.sqrt(variance)
     return ProportionTest(pb - pa, z, math.erfc(abs(z) / math.sqrt(2)))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Fail a run when ``evaluator``'s pass rate (or, with ``lower_bound``, the lower bound of its
+    Wilson 95% interval) is below ``minimum``. ``--gate`` and ``--gate-lower-bound`` of
+    ``evaluate`` and ``experiment``."""
+
+    evaluator: str
+    minimum: float
+    lower_bound: bool = False
+
+    FLAGS: ClassVar[dict[bool, str]] = {False: "--gate", True: "--gate-lower-bound"}
+
+    @classmethod
+    def parse(cls, text: str, *, lower_bound: bool = False) -> Gate:
+        """``EVALUATOR=MIN`` (``EVALUATOR`` alone: 1.0); the error names the flag."""
+        name, _, rate = text.partition("=")
+        flag = cls.FLAGS[lower_bound]
+        try:
+            value = float(rate) if rate else 1.0
+        except ValueError:
+            raise ValueError(f"{flag} {text!r}: expected EVALUATOR=MIN_PASS_RATE, e.g. tool_call_accuracy=0.9") from None
+        if not name.strip() or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{flag} {text!r}: expected EVALUATOR=MIN_PASS_RATE with a rate within [0, 1]")
+        return cls(name.strip(), value, lower_bound)
+
+    def failure(self, passed: int, judged: int) -> str | None:
+        """Why the gate fails for ``passed`` of ``judged`` (pass + fail) results, or None when it holds."""
+        if judged <= 0:
+            return f"{self.evaluator}: no pass/fail result to gate on"
+        if self.lower_bound:
+            value, what = wilson_interval(passed, judged).low, "pass-rate lower bound (Wilson 95%)"  # type: ignore[union-attr]
+        else:
+            value, what = passed / judged, "pass rate"
+        return f"{self.evaluator}: {what} {value:.1%} < {self.minimum:.1%}" if value < self.minimum else None

@@ -32,6 +32,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from tests.openai_server import FakeOpenAI, answer
+
 # ``tests.frameworks`` (scripted agent scenarios) must import under plain ``pytest`` too, not only
 # under ``python -m pytest`` (which puts the working directory on sys.path).
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -210,3 +212,18 @@ def parse_registry(registry: CollectorRegistry, *, openmetrics: bool = False) ->
 def metric_samples() -> Callable[..., MetricSamples]:
     """``metric_samples(registry, openmetrics=False) -> MetricSamples``."""
     return parse_registry
+
+
+@pytest.fixture(scope="module")
+def _openai_server() -> Iterator[FakeOpenAI]:
+    """One fake OpenAI-compatible server per test module (``tests/openai_server.py``)."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def server(_openai_server: FakeOpenAI) -> FakeOpenAI:
+    """The module's fake OpenAI server, its script and records cleared, answering every question "yes"."""
+    _openai_server.reset()
+    _openai_server.set_default(answer())
+    return _openai_server

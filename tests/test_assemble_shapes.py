@@ -121,6 +121,14 @@ def test_a_call_no_turn_requested_goes_to_the_turn_before_it_not_a_fast_next_tur
     assert [[c.name for c in s.tool_calls] for s in assemble(skewed)[0].steps] == [["book"]]
 
 
+def test_a_call_no_turn_requested_is_not_given_to_a_turn_that_started_in_the_same_clock_tick() -> None:
+    # JS SDKs (Vercel AI SDK) round start times to the millisecond: without recorded content, the
+    # next turn often starts in the tool's millisecond; only turns that started strictly before it
+    # can have asked for it.
+    spans = [agent(), chat(2, 0, 10), tool(3, "t", 11, 12), chat(4, 11, 20)]
+    assert [[c.name for c in s.tool_calls] for s in assemble(spans)[0].steps] == [["t"], []]
+
+
 def test_list_call_ids() -> None:
     # Microsoft Agent Framework: [run id, call id] on both sides
     spans = [agent(), span(2, "chat m", 0, 10, **{"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(
@@ -370,3 +378,14 @@ def test_a_run_whose_agent_span_is_missing_is_partial_and_gets_result_ids_of_its
     assert full.agent_span_id == orphan.agent_span_id
     evaluator = StepBudget(max_steps=5)
     assert evaluator.evaluate(full)[0].result_id != evaluator.evaluate(orphan)[0].result_id
+
+
+def test_tools_run_for_a_turn_that_wrote_its_tool_use_as_text_are_its_requested_calls() -> None:
+    """ReAct and code agents: the model answers with text (an ``Action:`` or code), no structured
+    call; the tool spans run under that turn are its calls, requested, without call ids or issues.
+    A turn whose output holds neither text nor calls (not captured) still flags them."""
+    spans = [agent(), chat(2, 0, 10, text="Action: t\nAction Input: {}"), tool(3, "t", 20, 30, args={}, result="r"),
+             chat(4, 40, 50, text="done")]
+    (trace,) = assemble(spans)
+    assert steps(spans)[0] == [("t", None, "r", True, True)]
+    assert trace.steps[0].issues == []

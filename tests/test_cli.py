@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -48,7 +49,7 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
     export_demo_traces(traces, ["weather: good (parallel calls)", "weather: wrong tool", "research: loop"])
     run = subprocess.run(
         CLI + ["evaluate", str(traces), "--format", "json", "--expectations", str(expectations),
-               "--gate", "tool_call_accuracy=0.6", "--gate", "loop_detection=0.5"],
+               "--gate", "tool_call_accuracy=0.3", "--gate", "loop_detection=0.5"],
         capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 0, run.stderr
@@ -57,8 +58,8 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
     first = report["agent_runs"][0]["trace"]
     assert first["agent_name"] == "weather-agent"
     assert [c["name"] for c in first["steps"][0]["tool_calls"]] == ["get_weather", "get_time"]
-    assert report["totals"]["tool_call_accuracy"]["pass"] == 2  # weather good + research loop (1 of 2 expected)
-    assert report["totals"]["tool_call_accuracy"]["fail"] == 1  # wrong tool
+    assert report["totals"]["tool_call_accuracy"]["pass"] == 1  # weather good
+    assert report["totals"]["tool_call_accuracy"]["fail"] == 2  # wrong tool; research loop (1 of 2 expected)
     assert report["totals"]["loop_detection"]["fail"] == 1
     assert report["failed_gates"] == []
 
@@ -67,8 +68,30 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
         capture_output=True, text=True, timeout=120,
     )
     assert gated.returncode == 1
-    assert "GATE FAILED: tool_call_accuracy: pass rate 66.7% < 90.0%" in gated.stdout
+    assert "GATE FAILED: tool_call_accuracy: pass rate 33.3% < 90.0%" in gated.stdout
     assert "step 0: get_weather(" in gated.stdout
+
+    # A lowered threshold gives partial credit back, on purpose, over the environment's.
+    lowered = subprocess.run(
+        CLI + ["evaluate", str(traces), "--format", "json", "--expectations", str(expectations),
+               "--threshold", "tool_call_accuracy=0.5", "--gate", "tool_call_accuracy=0.6"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OTEL_AGENT_EVAL_THRESHOLDS": "tool_call_accuracy=0.9,loop_detection=0.0"},
+    )
+    assert lowered.returncode == 0, lowered.stderr
+    totals = json.loads(lowered.stdout)["totals"]
+    assert (totals["tool_call_accuracy"]["pass"], totals["loop_detection"]["pass"]) == (2, 3)
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("nope=0.5", "unknown evaluator 'nope'"),
+    ("tool_call_accuracy=1.5", "outside [0, 1]"),
+    ("tool_call_accuracy", "EVALUATOR=VALUE"),
+])
+def test_evaluate_bad_threshold_names_the_flag(tmp_path: Path, flag: str, message: str) -> None:
+    run = subprocess.run(CLI + ["evaluate", str(tmp_path / "x.json"), "--threshold", flag],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--threshold" in run.stderr and message in run.stderr, run.stderr
 
 
 def test_evaluate_bad_input_is_a_clear_error(tmp_path: Path) -> None:

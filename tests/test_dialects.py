@@ -124,6 +124,21 @@ def vercel_legacy_spans() -> list[SpanRecord]:
     ]
 
 
+def test_vercel_tool_results_errors_and_definitions_as_the_sdk_records_them() -> None:
+    # ai 5/6 generate-text.ts: ai.toolCall.result is JSON.stringify(output); a tool that throws
+    # ends ERROR with an exception event and no result; ai.prompt.tools is one JSON string per tool.
+    spans = vercel_legacy_spans()
+    tools = (json.dumps({"type": "function", "name": "get_weather", "inputSchema": {"type": "object"}}),)
+    spans[1] = dataclasses.replace(spans[1], attributes={**spans[1].attributes, "ai.prompt.tools": tools})
+    spans[2] = dataclasses.replace(spans[2], attributes={**spans[2].attributes, "ai.toolCall.result": json.dumps("rainy")})
+    failed = {k: v for k, v in spans[3].attributes.items() if k != "ai.toolCall.result"}
+    spans[3] = dataclasses.replace(spans[3], attributes=failed, status_code=STATUS_ERROR, status_message="clock broke",
+                                   events=(SpanEvent("exception", 15, {"exception.type": "Error", "exception.message": "clock broke"}),))
+    (trace,) = assemble(spans)
+    assert [(c.result, c.error) for c in trace.steps[0].tool_calls] == [("rainy", None), (None, "clock broke")]
+    assert trace.tool_definitions == [{"type": "function", "name": "get_weather", "inputSchema": {"type": "object"}}]
+
+
 def strands_spans() -> list[SpanRecord]:
     # strands-agents/sdk-python src/strands/telemetry/tracer.py (default mode): content in span
     # events with Bedrock content blocks; one execute_event_loop_cycle span per turn.
@@ -321,3 +336,60 @@ def test_langgraph_control_flow_exceptions_are_no_errors() -> None:
     assert read_operation(failed("langgraph.errors.ParentCommand")).error is None
     assert read_operation(failed("langgraph.errors.GraphInterrupt")).error is None
     assert read_operation(failed("ValueError")).error == "Command(graph='__parent__', ...)"
+
+
+def oi_tool(arguments: object, parameters: object = None, output: object = None) -> SpanRecord:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "t", "input.value": json.dumps(arguments)}
+    if parameters is not None:
+        attrs["tool.parameters"] = json.dumps(parameters)
+    if output is not None:
+        attrs["output.value"] = json.dumps(output)
+    return span(1, "SimpleTool", 0, 1, None, attributes=attrs)
+
+
+def test_openinference_call_envelopes_give_the_requested_arguments() -> None:
+    """smolagents ``{"args", "sanitize_inputs_outputs", "kwargs"}`` and LlamaIndex ``{"kwargs"}``;
+    positional arguments named after the tool's parameters (smolagents ``inputs`` or a JSON schema),
+    injected ones outside the schema dropped; an envelope that cannot be named, or a dict that is no
+    envelope, stays as recorded."""
+    smol = {"city": {"type": "string"}, "unit": {"type": "string"}}
+    schema = {"type": "object", "properties": {"to_agent": {"type": "string"}}}
+    cases = [
+        ({"args": [], "sanitize_inputs_outputs": True, "kwargs": {"city": "Paris"}}, smol, {"city": "Paris"}),
+        ({"args": ["Paris"], "sanitize_inputs_outputs": False, "kwargs": {"unit": "C"}}, smol, {"city": "Paris", "unit": "C"}),
+        ({"kwargs": {"to_agent": "b", "ctx": "<Context object at 0x1>"}}, schema, {"to_agent": "b"}),
+        ({"args": ["Paris", "C", "extra"], "kwargs": {}}, smol, {"args": ["Paris", "C", "extra"], "kwargs": {}}),
+        ({"args": ["x"], "kwargs": {}}, None, {"args": ["x"], "kwargs": {}}),
+        ({"kwargs": {"a": 1}, "other": 2}, None, {"kwargs": {"a": 1}, "other": 2}),
+    ]
+    for arguments, parameters, expected in cases:
+        assert read_operation(oi_tool(arguments, parameters)).tool_arguments == expected, arguments
+
+
+def test_openinference_llamaindex_tool_output_is_the_text_sent_back() -> None:
+    output = {"blocks": [{"text": "sunny"}], "tool_name": "t", "raw_input": {"args": [], "kwargs": {}},
+              "raw_output": "sunny", "is_error": False}
+    assert read_operation(oi_tool({"kwargs": {}}, output=output)).tool_result == "sunny"
+    assert read_operation(oi_tool({"kwargs": {}}, output={"blocks": "x", "other": 1})).tool_result == {"blocks": "x", "other": 1}
+
+
+def test_openinference_agent_run_spans_and_reprs() -> None:
+    """smolagents names an agent's span ``{name}.run`` and records ``run``'s arguments as input;
+    LlamaIndex records a truncated Python repr as a workflow's output: no text."""
+    agent = span(1, "planner.run", 0, 1, None, attributes={
+        "openinference.span.kind": "AGENT", "input.value": json.dumps({"task": QUESTION, "stream": False}),
+        "output.value": "StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: 'assistant'>..."})
+    op = read_operation(agent)
+    assert (op.agent_name, op.input_messages[0].text, op.output_messages) == ("planner", QUESTION, None)
+    answer = span(1, "a", 0, 1, None, attributes={"openinference.span.kind": "AGENT", "output.value": "Paris (France) is sunny."})
+    assert read_operation(answer).output_text() == "Paris (France) is sunny."
+
+
+def test_openinference_prepare_span_is_no_model_call_and_react_answers_split() -> None:
+    prepare = span(1, "OpenAI._prepare_chat_with_tools", 0, 1, None, attributes={"openinference.span.kind": "LLM"})
+    assert read_operation(prepare) is None  # builds the request; the response is on the next span
+    react = span(1, "OpenAI.astream_chat", 0, 1, None, attributes={
+        "openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "Thought: I know.\nAnswer: Sunny."})
+    op = read_operation(react)
+    assert (op.output_text(), op.reasoning_text()) == ("Sunny.", "I know.")

@@ -11,6 +11,7 @@ from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolFailureRec
 def trace(*calls: ToolCall | str, agent: str = "a", task: str = "task", steps: int | None = None) -> AgentTrace:
     tool_calls = [ToolCall(name=c) if isinstance(c, str) else c for c in calls]
     step_list = [AgentStep(index=i, tool_calls=[call]) for i, call in enumerate(tool_calls)]
+    step_list.append(AgentStep(index=len(step_list), output="done"))  # the final answer
     if steps is not None:
         step_list = [AgentStep(index=i) for i in range(steps)]
     return AgentTrace(trace_id="0" * 31 + "1", agent_span_id="0" * 15 + "2", agent_name=agent, input=task, steps=step_list)
@@ -80,6 +81,8 @@ def test_threshold_decides_label() -> None:
     ev = ToolCallAccuracy(expected=["a", "b"], threshold=0.75)
     (result,) = ev.evaluate(trace("a"))
     assert (result.score, result.label, result.details["threshold"]) == (0.5, "fail", 0.75)
+    (lowered,) = ToolCallAccuracy(expected=["a", "b"], threshold=0.5).evaluate(trace("a"))
+    assert (lowered.score, lowered.label) == (0.5, "pass")  # a lowered threshold gives partial credit back
 
 
 def test_result_ids_are_stable_and_distinct_per_evaluator() -> None:

@@ -15,7 +15,7 @@ from otel_agent_eval import ToolCallAccuracy
 from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.experiments import Case, compare, failed_gates, load_dataset, run_experiment
 from otel_agent_eval.manual import agent_run
-from otel_agent_eval.stats_ci import two_proportion_test, wilson_interval
+from otel_agent_eval.stats_ci import Gate, two_proportion_test, wilson_interval
 from tests.frameworks import pydantic_ai_scenarios as pa
 
 
@@ -102,9 +102,11 @@ def test_manual_tracing_experiment_and_a_comparison_with_a_known_difference(tmp_
     assert diff["evaluators"]["tool_call_accuracy"]["difference"] == pytest.approx(-0.5)
     assert diff["evaluators"]["tool_call_accuracy"]["p_value"] == pytest.approx(two_proportion_test(6, 6, 3, 6).p_value)  # type: ignore[union-attr]
     assert sorted(f["case"] for f in diff["flipped"]) == sorted(broken)
-    assert failed_gates(worse, {"tool_call_accuracy": 0.9}) == ["tool_call_accuracy: pass rate 0.500 < 0.9"]
-    assert failed_gates(good, {"tool_call_accuracy": 0.9}) == []
-    assert failed_gates(good, {"tool_call_accuracy": 0.9}, lower_bound=True)  # 6/6: lower bound 0.61
+    gate = Gate.parse("tool_call_accuracy=0.9")
+    assert failed_gates(worse, [gate]) == ["tool_call_accuracy: pass rate 50.0% < 90.0%"]
+    assert failed_gates(good, [gate]) == []
+    assert failed_gates(good, [Gate.parse("tool_call_accuracy=0.9", lower_bound=True)]) == [  # 6/6: lower bound 0.61
+        "tool_call_accuracy: pass-rate lower bound (Wilson 95%) 61.0% < 90.0%"]
     json.dumps(worse.to_json())  # what --format json writes
 
 

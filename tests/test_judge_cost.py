@@ -18,9 +18,7 @@ from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion, TrajectoryEfficiency
 from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 from tests.openai_server import FakeOpenAI, answer, slow, status
-# ``server`` (one fake OpenAI server for the module) and ``_reset`` (autouse: a clean script per
-# test) are fixtures: imported, pytest uses them here as in their home module.
-from tests.test_judge_server import Judge, _reset, server, weather_trace  # noqa: F401
+from tests.test_judge_server import Judge, weather_trace
 from tests.test_judge_units import big_trace
 
 

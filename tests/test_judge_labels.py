@@ -4,7 +4,6 @@ judge server answering per question id."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,16 +18,7 @@ from tests.openai_server import FakeOpenAI, answer
 from tests.test_judge_server import Judge, weather_trace
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(server: FakeOpenAI) -> None:
-    server.reset()
-    server.set_default(answer())
+# ``server``: the fake OpenAI server of tests/conftest.py, reset to answer every question "yes".
 
 
 def as_expected(evaluator: JudgeEvaluator, trace: AgentTrace, **overrides: str) -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,16 +28,7 @@ from tests.openai_server import FakeOpenAI, answer
 START, END = "=== AGENT RUN RECORD ===", "=== END OF RECORD ==="
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(server: FakeOpenAI) -> None:
-    server.reset()
-    server.set_default(answer())
+# ``server``: the fake OpenAI server of tests/conftest.py, reset to answer every question "yes".
 
 
 def judge(server: FakeOpenAI, **overrides: Any) -> JudgeClient:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,16 +17,7 @@ from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
 from tests.openai_server import Behaviour, FakeOpenAI, answer, empty, raw, refusal, slow, status
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(server: FakeOpenAI) -> None:
-    server.reset()
-    server.set_default(answer())
+# ``server``: the fake OpenAI server of tests/conftest.py, reset to answer every question "yes".
 
 
 class Judge:

@@ -62,7 +62,7 @@ def test_an_exception_in_the_run_marks_it_failed_and_propagates() -> None:
     def record(provider: TracerProvider) -> None:
         with pytest.raises(RuntimeError, match="model down"):
             with agent_run("support", input="hi", tracer_provider=provider) as run:
-                with run.step() as step:
+                with run.step():
                     raise RuntimeError("model down")
 
     spans = exported(record)

@@ -25,16 +25,7 @@ SCHEMA = {"type": "json_schema", "json_schema": {"name": "verdict", "strict": Tr
     "type": "object", "properties": {"task_completed": {}, "agent_failed": {}, "stale": {}}}}}
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _reset(server: FakeOpenAI) -> None:
-    server.reset()
-    server.set_default(answer())
+# ``server``: the fake OpenAI server of tests/conftest.py, reset to answer every question "yes".
 
 
 @pytest.fixture()

@@ -20,7 +20,6 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -114,7 +114,7 @@ def test_config_error_names_the_variable_and_allowed_values() -> None:
         Settings.load(env={"OTEL_AGENT_EVAL_SAMPLE_RATE": "1.5"})
     with pytest.raises(ConfigError, match="OTEL_AGENT_EVAL_WORKERS.*valid integer"):
         Settings.load(env={"OTEL_AGENT_EVAL_WORKERS": "many"})
-    with pytest.raises(ConfigError, match="allowed: loop_detection"):
+    with pytest.raises(ConfigError, match="OTEL_AGENT_EVAL_EVALUATORS: unknown evaluator .nope.; allowed: .*loop_detection"):
         Settings.load(env={"OTEL_AGENT_EVAL_EVALUATORS": "tool_call_accuracy,nope"})
     with pytest.raises(ConfigError, match="argument max_steps"):
         Settings.load(env={}, max_steps=0)

@@ -51,6 +51,11 @@ _CONTENT_KEY = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
 _CALL_KEY = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 STEP_SPAN_NAMES = ("turn",)
 """CHAIN spans that stand for one agent turn (OpenAI Agents SDK >= 0.14 ``turn`` custom spans)."""
+PREPARE_SPAN_SUFFIXES = ("._prepare_chat_with_tools",)
+"""LLM spans that only prepare a request (LlamaIndex ``FunctionCallingLLM._prepare_chat_with_tools``,
+recorded next to the ``astream_chat``/``achat`` span that holds the response)."""
+_PYTHON_REPR = re.compile(r"^[A-Z]\w*\(\w+=.*(\)|\.\.\.)$", re.S)
+"""A Python object's repr (LlamaIndex's ``StopEvent(result=AgentOutput(...``, truncated with ``...``)."""
 
 
 def detect(record: SpanRecord) -> bool:
@@ -67,6 +72,8 @@ def kind(record: SpanRecord) -> str | None:
         return STEP
     if span_kind == "CHAIN" and (record.parent_span_id is None or record.parent_is_remote):
         return WORKFLOW  # the root chain (a compiled LangGraph, a LangChain chain): the run's I/O
+    if span_kind == "LLM" and record.name.endswith(PREPARE_SPAN_SUFFIXES):
+        return OTHER  # builds a request, calls no model: not a model response
     return SPAN_KINDS.get(span_kind, OTHER)
 
 
@@ -95,7 +102,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
         if op.kind == AGENT:
             fill(
                 op,
-                agent_name=first_str(attrs, "agent.name", "graph.node.id"),
+                agent_name=first_str(attrs, "agent.name", "graph.node.id") or _run_span_agent(op.record.name),
                 node_id=first_str(attrs, "graph.node.id"),
                 parent_node_id=first_str(attrs, "graph.node.parent_id"),
             )
@@ -149,7 +156,7 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
         op.handoff_to = first_str(attrs, "output.value") or span_name_subject(op.record.name, "handoff to")
         return
     if op.tool_arguments is None and present(attrs.get("input.value")):
-        op.tool_arguments = parse_json_value(attrs["input.value"], "input.value", issues)
+        op.tool_arguments = _requested_arguments(parse_json_value(attrs["input.value"], "input.value", issues), attrs)
     if op.tool_arguments is None and present(attrs.get("tool.parameters")):
         parameters = parse_json_value(attrs["tool.parameters"], "tool.parameters", issues)
         if not _is_schema(parameters):  # the openai-agents instrumentor puts the JSON schema there
@@ -160,7 +167,59 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
             if present(result.get("id")):  # ADK + OpenInference: {id, name, response}
                 fill(op, tool_call_ids=[str(result["id"])])
             result = result["response"]
-        op.tool_result = langchain_tool_output(op, result)
+        op.tool_result = langchain_tool_output(op, _tool_output_content(result))
+
+
+_CALL_ENVELOPE = frozenset(("args", "kwargs", "sanitize_inputs_outputs"))
+"""Keys of the call envelope OpenInference records as a tool's ``input.value`` for smolagents
+(``{"args": [...], "sanitize_inputs_outputs": ..., "kwargs": {...}}``: ``Tool.__call__``'s bound arguments)."""
+
+
+def _requested_arguments(value: Any, attrs: Any) -> Any:
+    """The arguments the model asked for, out of a framework's call envelope.
+
+    Positional ``args`` (a smolagents CodeAgent's ``final_answer("...")``) are named after the
+    tool's parameters (``tool.parameters``: smolagents' ``inputs``, in signature order); when
+    they cannot be named the envelope is kept as recorded."""
+    if not isinstance(value, dict) or not isinstance(value.get("kwargs"), dict) or not set(value) <= _CALL_ENVELOPE:
+        return value
+    args = value.get("args") or []
+    if not isinstance(args, list):
+        return value
+    parameters = maybe_json(attrs.get("tool.parameters"), "tool.parameters", [])
+    if isinstance(parameters, dict) and _is_schema(parameters):
+        parameters = parameters.get("properties")
+    kwargs = value["kwargs"]
+    if isinstance(parameters, dict) and parameters:
+        # what the framework injected besides the model's arguments (LlamaIndex's ``ctx``) is not in the schema
+        kwargs = {k: v for k, v in kwargs.items() if k in parameters}
+    if not args:
+        return kwargs
+    names = [n for n in parameters if n not in kwargs] if isinstance(parameters, dict) else []
+    if len(names) < len(args):
+        return value
+    return {**dict(zip(names, args)), **kwargs}
+
+
+_REACT_ANSWER = re.compile(r"^\s*Thought:(.*?)\nAnswer:(.*)$", re.S)
+"""A ReAct agent's final response (LlamaIndex ``ReActAgent``'s format): ``Thought: ...`` then ``Answer: ...``."""
+_TOOL_OUTPUT_KEYS = frozenset(("blocks", "tool_name", "raw_input", "raw_output", "is_error"))
+
+
+def _tool_output_content(result: Any) -> Any:
+    """A LlamaIndex ``ToolOutput`` (``{"blocks": [{"text"}], "tool_name", "raw_input", "raw_output",
+    "is_error"}``) as the text the model was sent back (``ToolOutput.content``)."""
+    if not isinstance(result, dict) or not isinstance(result.get("blocks"), list) or not set(result) <= _TOOL_OUTPUT_KEYS:
+        return result
+    texts = [b["text"] for b in result["blocks"] if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return "\n".join(texts) if texts else result.get("raw_output")
+
+
+def _run_span_agent(span_name: str) -> str | None:
+    """smolagents names an agent's span ``{agent name}.run``: the agent's name."""
+    if span_name.endswith(".run") and len(span_name) > 4:
+        return span_name[:-4]
+    return None
 
 
 def _is_schema(value: Any) -> bool:
@@ -174,7 +233,7 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
         return None
     data = parse_json_value(value, key, [])
     if isinstance(data, str):
-        return data
+        return None if _PYTHON_REPR.match(data) else data  # a repr is no text: the steps say more
     if isinstance(data, dict) and isinstance(data.get("messages"), list):  # LangGraph state
         return langchain_text(data["messages"], "user" if key == "input.value" else "assistant")
     if isinstance(data, dict):
@@ -182,7 +241,7 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
         if isinstance(content, dict) and isinstance(content.get("parts"), list):
             texts = [p["text"] for p in content["parts"] if isinstance(p, dict) and isinstance(p.get("text"), str)]
             return "".join(texts) or None
-        for field in ("output", "final_output", "input", "text"):
+        for field in ("output", "final_output", "input", "task", "text"):
             if isinstance(data.get(field), str):
                 return data[field]
     return None  # structured I/O of unknown shape: leave it to the steps
@@ -233,4 +292,8 @@ def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
             message.tool_results.append((as_str(fields.get("tool_call_id")), "\n".join(texts)))
     else:
         message.texts.extend(t for t in texts if t)
+        react = _REACT_ANSWER.match(message.texts[0]) if role == "assistant" and len(message.texts) == 1 else None
+        if react:  # a ReAct agent's last response: its thought, then the answer
+            message.reasoning.append(react.group(1).strip())
+            message.texts = [react.group(2).strip()]
     return message

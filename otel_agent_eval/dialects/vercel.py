@@ -4,8 +4,10 @@
 an agent scope) -> ``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` (one
 model call per step) and ``ai.toolCall`` (siblings). Content: ``ai.prompt.messages``
 (AI SDK messages), ``ai.response.text``, ``ai.response.toolCalls``
-(``[{toolCallId, toolName, input|args}]``), ``ai.response.reasoning``; tools:
-``ai.toolCall.{name, id, args|input, result|output}``; usage ``ai.usage.*``.
+(``[{toolCallId, toolName, input|args}]``), ``ai.response.reasoning``, ``ai.prompt.tools`` (the definitions); tools:
+``ai.toolCall.{name, id, args|input, result|output}`` (both ``JSON.stringify``'d, so a string
+result is a JSON string; a tool that throws ends ERROR with an exception event and no result);
+usage ``ai.usage.*``. Checked against ``ai`` 5 and 6 in node (tests/test_frameworks_vercel.py).
 Source: vercel/ai ``packages/otel/src/legacy-open-telemetry.ts`` and
 ``packages/ai/core/generate-text/generate-text.ts`` at ai@4.0.0 / 5.0.0 / 6.0.0.
 """
@@ -29,6 +31,7 @@ from .base import (
     maybe_json,
     parse_json_value,
     present,
+    span_error,
     usage_from,
 )
 
@@ -60,6 +63,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op,
         conversation_id=first_str(attrs, "ai.telemetry.metadata.sessionId", "ai.telemetry.metadata.conversationId"),
         provider=first_str(attrs, "ai.model.provider"),
+        error=span_error(record),
     )
     if op.kind == LLM:
         fill(
@@ -78,6 +82,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
         output = _response(attrs, issues)
         if output.texts or output.tool_calls or output.reasoning:
             fill(op, output_messages=[output])
+        if present(attrs.get("ai.prompt.tools")):
+            fill(op, tool_definitions=_tools(attrs["ai.prompt.tools"], issues))
     elif op.kind == TOOL:
         fill(op, tool_name=first_str(attrs, "ai.toolCall.name"), tool_call_ids=[str(attrs["ai.toolCall.id"])] if present(attrs.get("ai.toolCall.id")) else [])
         for key in ("ai.toolCall.args", "ai.toolCall.input"):
@@ -85,7 +91,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
                 op.tool_arguments = parse_json_value(attrs[key], key, issues)
         for key in ("ai.toolCall.result", "ai.toolCall.output"):
             if op.tool_result is None and present(attrs.get(key)):
-                op.tool_result = maybe_json(attrs[key], key, issues)
+                op.tool_result = _result(attrs[key], key, issues)
     elif op.kind == AGENT:
         fill(op, agent_name=first_str(attrs, "ai.telemetry.functionId", "gen_ai.agent.name"))
         prompt = parse_json_value(attrs.get("ai.prompt"), "ai.prompt", issues) if present(attrs.get("ai.prompt")) else None
@@ -110,6 +116,20 @@ def _response(attrs: Any, issues: list[str]) -> Message:
         else:
             issues.append("ai.response.toolCalls: expected a list of tool calls")
     return message
+
+
+def _result(value: Any, key: str, issues: list[str]) -> Any:
+    """A tool result: ``JSON.stringify(output)``, so a quoted string is text; other text stays as it is."""
+    if isinstance(value, str) and value.lstrip().startswith('"'):
+        return parse_json_value(value, key, issues)
+    return maybe_json(value, key, issues)
+
+
+def _tools(value: Any, issues: list[str]) -> list[Any] | None:
+    """``ai.prompt.tools``: one JSON string per tool offered (``{type, name, description, inputSchema}``)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    tools = [parse_json_value(item, "ai.prompt.tools", issues) for item in items]
+    return [t for t in tools if isinstance(t, dict)] or None
 
 
 def _call(part: Any, issues: list[str]) -> RequestedCall | None:

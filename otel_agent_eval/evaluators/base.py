@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..isolation import EvaluationRun, evaluation_run
 from ..model import AgentTrace, EvalResult, result_id
+
+if TYPE_CHECKING:
+    from .expectations import ToolExpectation
 
 
 class Evaluator(ABC):
@@ -20,12 +24,16 @@ class Evaluator(ABC):
     ``needs_judge`` on evaluators that call an LLM: they run in the pipeline's
     judge stage (its own queue, workers and sample rate), so they never hold
     back the deterministic results.
+
+    ``rules`` (expectation rules, set by the builders) may name a threshold for
+    this evaluator: for the runs a rule matches, it overrides ``threshold``.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     default_threshold: ClassVar[float] = 0.5
     needs_judge: ClassVar[bool] = False
+    rules: Sequence[ToolExpectation] = ()
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)
@@ -37,20 +45,31 @@ class Evaluator(ABC):
         """Score one agent trace. Return one result (or more, e.g. one per step)."""
 
     # -- result builders ------------------------------------------------------
+    def threshold_for(self, trace: AgentTrace) -> float:
+        """The first matching rule's threshold for this evaluator, else ``threshold``."""
+        for rule in self.rules:
+            if self.name in rule.thresholds and rule.applies_to(trace):
+                return rule.thresholds[self.name]
+        return self.threshold
+
     def scored(
         self, trace: AgentTrace, score: float, explanation: str, details: dict[str, Any] | None = None,
         *, passed: bool | None = None,
     ) -> EvalResult:
-        """A pass or fail. By default ``score >= threshold`` passes.
+        """A pass or fail. By default ``score >= threshold`` passes, the threshold being
+        ``threshold_for(trace)`` (a matching rule's, else the evaluator's).
 
         ``passed`` decides the label when the expectation is more than a share
-        (a critical check missed fails a run whatever its score): the score
-        keeps its partial credit for dashboards, the label says whether the
-        expectation was met.
+        (a critical check missed, a forbidden tool called, fails a run whatever its
+        score): the score keeps its partial credit for dashboards, the label says
+        whether the expectation was met.
         """
         score = min(1.0, max(0.0, float(score)))
+        threshold = self.threshold_for(trace)
         if passed is None:
-            passed = score >= self.threshold
+            passed = score >= threshold
+        details = {**(details or {})}
+        details.setdefault("threshold", threshold)
         return self._result(trace, "pass" if passed else "fail", score, explanation, details)
 
     def skipped(
@@ -67,16 +86,13 @@ class Evaluator(ABC):
         self, trace: AgentTrace, label: str, score: float | None, explanation: str, details: dict[str, Any] | None,
         reason: str | None = None,
     ) -> EvalResult:
-        details = dict(details or {})
-        if label in ("pass", "fail"):
-            details.setdefault("threshold", self.threshold)
         return EvalResult(
             evaluator=self.name,
             evaluator_version=self.version,
             score=score,
             label=label,  # type: ignore[arg-type]
             explanation=explanation,
-            details=details,
+            details=details if details is not None else {},
             trace_id=trace.trace_id,
             span_id=trace.agent_span_id,
             agent_name=trace.agent_name,

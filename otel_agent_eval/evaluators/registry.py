@@ -60,6 +60,24 @@ def _entry_points() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def entry_point_names() -> set[str]:
+    """Names installed packages register (without loading them); built-in names cannot be taken."""
+    return set(_entry_points()) - set(_builtins()) - set(_judge_builtins())
+
+
+def check_name(spec: str) -> None:
+    """Fail fast on a name that resolves to nothing, without importing anything (``module:attr``
+    specs are imported when built)."""
+    if ":" in spec or spec in _builtins() or spec in _judge_builtins() or spec in _entry_points():
+        return
+    raise _unknown(spec)
+
+
+def _unknown(spec: str) -> UnknownEvaluator:
+    allowed = ", ".join(info.name for info in catalogue())
+    return UnknownEvaluator(f"unknown evaluator {spec!r}; allowed: {allowed}, or module:Class / module:function")
+
+
 def catalogue() -> list[EvaluatorInfo]:
     """Every evaluator that can be named, sorted by name (entry points are described once loaded)."""
     infos = [EvaluatorInfo(n, _first_line(c), False, "builtin") for n, c in _builtins().items()]
@@ -125,8 +143,10 @@ def resolve(
         except Exception as exc:
             raise UnknownEvaluator(f"{spec!r}: entry point {ep.value!r} cannot be loaded: {exc}") from exc
         return instantiate(target, spec)
-    allowed = ", ".join(info.name for info in catalogue())
-    raise UnknownEvaluator(f"unknown evaluator {spec!r}; allowed: {allowed}, or module:Class / module:function")
+    raise _unknown(spec)
 
 
-__all__ = ["ENTRY_POINT_GROUP", "EvaluatorInfo", "UnknownEvaluator", "catalogue", "import_spec", "instantiate", "resolve"]
+__all__ = [
+    "ENTRY_POINT_GROUP", "EvaluatorInfo", "UnknownEvaluator", "catalogue", "check_name", "entry_point_names", "import_spec",
+    "instantiate", "resolve",
+]

@@ -3,68 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
+from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
 
-
-class ExpectedCall(BaseModel):
-    """An expected tool call: a name, optionally with exact arguments."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    arguments: Any = None
-
-    def matches(self, call: ToolCall) -> bool:
-        if call.name != self.name:
-            return False
-        return self.arguments is None or canonical_json(self.arguments) == canonical_json(call.arguments)
-
-
-class ToolExpectation(BaseModel):
-    """A rule: for runs of ``agent`` (``*`` for any) whose input matches ``input_pattern``."""
-
-    model_config = ConfigDict(extra="forbid")
-    agent: str = "*"
-    input_pattern: str | None = None
-    expected_tools: list[ExpectedCall] | None = None
-    require_order: bool = False
-    penalize_unexpected: bool = False
-    forbidden_tools: list[str] = Field(default_factory=list)
-
-    @field_validator("expected_tools", mode="before")
-    @classmethod
-    def _names(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"name": v} if isinstance(v, str) else v for v in value]
-        return value
-
-    @field_validator("input_pattern")
-    @classmethod
-    def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            re.compile(value)
-        return value
-
-    def applies_to(self, trace: AgentTrace) -> bool:
-        if self.agent not in ("*", trace.agent_name):
-            return False
-        return self.input_pattern is None or re.search(self.input_pattern, trace.input or "") is not None
-
-
-def load_expectations(path: str | Path) -> list[ToolExpectation]:
-    """Read expectation rules from a JSON file: a list of ToolExpectation objects."""
-    data = json.loads(Path(path).read_text())
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of expectation rules")
-    return [ToolExpectation.model_validate(item) for item in data]
+__all__ = ["ExpectedCall", "ToolCallAccuracy", "ToolExpectation", "ToolFailureRecovery", "load_expectations"]
 
 
 def _matched_unordered(expected: Sequence[ExpectedCall], actual: Sequence[ToolCall]) -> int:
@@ -110,21 +57,29 @@ def tool_call_accuracy_score(
 
 
 class ToolCallAccuracy(Evaluator):
-    """Did the agent call the expected tools?
+    """Did the agent make the expected tool calls? The label says whether the expectation was met.
 
-    - no expectation (``None``): skipped;
+    Score (partial credit, for dashboards):
+
+    - no expectation (``None``): skipped; no LLM turn recorded: skipped (``no_steps``);
     - expected ``[]``: 1.0 only if no tool was called, else 0.0;
     - unordered: matched multiset / len(expected);
     - ``require_order``: longest common subsequence / len(expected);
     - ``penalize_unexpected``: matched / (len(expected) + unexpected calls), never above 1.0;
     - a forbidden tool called: 0.0, whatever the rest.
 
+    Label: the default threshold 1.0 passes exactly when every expected call was
+    made (in order under ``require_order``) and, under ``penalize_unexpected``, no
+    other call was; a forbidden tool fails whatever the threshold. A lower
+    threshold gives partial-credit passes back, on purpose.
+
     Expectations come from ``expected=`` (offline) or from rules matched by agent
-    name and input (online); the first matching rule wins.
+    name and input (online): the first matching rule with expected or forbidden tools wins.
     """
 
     name = "tool_call_accuracy"
-    version = "1"
+    version = "2"
+    default_threshold = 1.0
 
     def __init__(
         self,
@@ -148,15 +103,14 @@ class ToolCallAccuracy(Evaluator):
         self.rules = list(rules)
 
     def rule_for(self, trace: AgentTrace) -> ToolExpectation | None:
-        for rule in self.rules:
-            if rule.applies_to(trace):
-                return rule
-        return self.default_rule
+        return first_rule(self.rules, trace, lambda rule: rule.about_tool_calls) or self.default_rule
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         rule = self.rule_for(trace)
-        if rule is None or (rule.expected_tools is None and not rule.forbidden_tools):
+        if rule is None:
             return [self.skipped(trace, f"no tool-call expectation for agent {trace.agent_name!r}", reason="no_expectation")]
+        if not trace.steps:
+            return [self.skipped(trace, "no LLM turn recorded: nothing to compare", reason="no_steps")]
         actual = trace.tool_calls
         names = [call.name for call in actual]
         forbidden = sorted({n for n in names if n in rule.forbidden_tools})
@@ -170,43 +124,102 @@ class ToolCallAccuracy(Evaluator):
                 require_order=rule.require_order, penalize_unexpected=rule.penalize_unexpected,
             )
             explanation = f"{matched} of {len(rule.expected_tools)} expected tool calls made"
+            if rule.require_order and matched < len(rule.expected_tools):
+                explanation += " in order"
             if unexpected:
                 explanation += f", {unexpected} unexpected"
         else:
             score, explanation = 1.0, "no forbidden tool called"
         if forbidden:
             details["forbidden_called"] = forbidden
-            return [self.scored(trace, 0.0, f"forbidden tool(s) called: {', '.join(forbidden)}", details)]
+            return [self.scored(trace, 0.0, f"forbidden tool(s) called: {', '.join(forbidden)}", details, passed=False)]
         return [self.scored(trace, score, explanation, details)]
 
 
 class ToolFailureRecovery(Evaluator):
-    """Did every failed tool call get recovered by a later successful call?
+    """Was every failed tool call recovered?
 
-    A failure is recovered when any later tool call in the run succeeded (a retry
-    of the same tool or an alternative). Score: recovered failures / failures
-    (1.0 when no call failed). Any unrecovered failure fails (threshold 1.0).
+    A failed call is recovered only by a later successful retry of that call (the
+    same tool with the same identifying arguments) or a later successful call of a
+    fallback tool the matching rule names (``fallback_tools: {"refund_order":
+    ["refund_order_v2"]}``). An unrelated success does not recover it, and neither
+    does the same tool called for something else. Identifying arguments: all of
+    them, compared as canonical JSON, unless the rule names ``retry_keys`` for the
+    tool (``{"book": ["item_id"]}``; ``"*"`` for any tool), so that a retry that
+    corrects another argument counts.
+
+    Score: recovered failures / failures (1.0 when no call failed); any
+    unrecovered failure fails (threshold 1.0). No LLM turn recorded: skipped (``no_steps``).
     """
 
     name = "tool_failure_recovery"
-    version = "1"
+    version = "2"
     default_threshold = 1.0
 
+    def __init__(
+        self,
+        *,
+        retry_keys: Mapping[str, Sequence[str]] | None = None,
+        fallback_tools: Mapping[str, Sequence[str]] | None = None,
+        rules: Sequence[ToolExpectation] = (),
+        threshold: float | None = None,
+    ) -> None:
+        super().__init__(threshold)
+        self.default_rule = ToolExpectation(
+            retry_keys={k: list(v) for k, v in (retry_keys or {}).items()},
+            fallback_tools={k: list(v) for k, v in (fallback_tools or {}).items()},
+        )
+        self.rules = list(rules)
+
+    def rule_for(self, trace: AgentTrace) -> ToolExpectation:
+        return first_rule(self.rules, trace, lambda rule: rule.about_recovery) or self.default_rule
+
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        if not trace.steps:
+            return [self.skipped(trace, "no LLM turn recorded: nothing to check", reason="no_steps")]
         calls = [c for c in trace.tool_calls if c.executed]
-        failures = [i for i, call in enumerate(calls) if call.failed]
-        if not failures:
+        if not any(call.failed for call in calls):
             return [self.scored(trace, 1.0, "no tool call failed", {"failed": 0})]
-        unrecovered = [i for i in failures if not any(not c.failed for c in calls[i + 1 :])]
-        recovered = len(failures) - len(unrecovered)
-        details = {
-            "failed": len(failures),
-            "recovered": recovered,
-            "unrecovered_tools": [calls[i].name for i in unrecovered],
-        }
+        rule = self.rule_for(trace)
+        # One pass from the end: what succeeded later, by identity and by name.
+        later_ids: set[tuple[str, str]] = set()
+        later_names: set[str] = set()
+        failures = 0
+        unrecovered: list[str] = []
+        for call in reversed(calls):
+            identity = call_identity(call, rule.retry_keys)
+            if not call.failed:
+                later_ids.add(identity)
+                later_names.add(call.name)
+                continue
+            failures += 1
+            fallbacks = rule.fallback_tools.get(call.name, ())
+            if identity not in later_ids and not any(name in later_names for name in fallbacks):
+                unrecovered.append(call.name)
+        unrecovered.reverse()
+        recovered = failures - len(unrecovered)
+        details = {"failed": failures, "recovered": recovered, "unrecovered_tools": unrecovered}
         if unrecovered:
-            names = ", ".join(sorted({calls[i].name for i in unrecovered}))
-            explanation = f"{len(unrecovered)} of {len(failures)} failed tool calls never recovered ({names})"
+            explanation = (
+                f"{len(unrecovered)} of {failures} failed tool calls never recovered by a retry or a named fallback "
+                f"({', '.join(sorted(set(unrecovered)))})"
+            )
         else:
-            explanation = f"all {len(failures)} failed tool calls were recovered"
-        return [self.scored(trace, recovered / len(failures), explanation, details)]
+            explanation = f"all {failures} failed tool calls were recovered"
+        return [self.scored(trace, recovered / failures, explanation, details)]
+
+
+def call_identity(call: ToolCall, retry_keys: Mapping[str, Sequence[str]]) -> tuple[str, str]:
+    """(tool, canonical identifying arguments): all arguments, or the tool's ``retry_keys``."""
+    keys = retry_keys.get(call.name, retry_keys.get("*"))
+    if keys is None:
+        return call.name, canonical_json(call.arguments)
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = None
+    if not isinstance(arguments, dict):
+        arguments = {}
+    return call.name, canonical_json({key: arguments.get(key) for key in keys})

@@ -14,7 +14,7 @@ from otel_agent_eval import AgentStep, AgentTrace, TokenUsage, ToolCall, assembl
 from otel_agent_eval.logs import event_name_of, join_log_records, log_record_data
 from otel_agent_eval.metadata import RESOURCE_KEYS, resource_metadata
 from otel_agent_eval.pipeline import EvaluatedTrace
-from otel_agent_eval.records import OWN_SCOPE, LogRecordData, from_readable_span
+from otel_agent_eval.records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span
 
 
 class RecordingSink:
@@ -200,3 +200,60 @@ def assert_traces(actual: Sequence[AgentTrace], expected: Sequence[AgentTrace]) 
     """Equal dumps, with a leaf-by-leaf diff as the failure message."""
     got, want = [dump(t) for t in actual], [dump(t) for t in expected]
     assert got == want, "\n".join(differences(got, want))
+
+
+class RecordSpan:
+    """A decoded ``SpanRecord`` (a framework run in its own venv, read back from OTLP) seen as the
+    ``ReadableSpan`` fields the builders above read."""
+
+    def __init__(self, record: SpanRecord) -> None:
+        self.record = record
+        self.name = record.name
+        self.attributes = record.attributes
+        self.context = _Context(record.trace_id, record.span_id)
+        self.parent = None if record.parent_span_id is None else _Context(record.trace_id, record.parent_span_id)
+        self.start_time = record.start_time_unix_nano
+        self.end_time = record.end_time_unix_nano
+        self.resource = _Resource(record.resource)
+
+
+class _Context:
+    def __init__(self, trace_id: int, span_id: int) -> None:
+        self.trace_id, self.span_id = trace_id, span_id
+
+
+class _Resource:
+    """A record's resource metadata as resource attributes (its keys are the attributes' own)."""
+
+    def __init__(self, attributes: Any) -> None:
+        self.attributes = attributes
+
+
+def all_traces(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
+    """Every AgentTrace of a tree, nested ones included, in start order."""
+    out: list[AgentTrace] = []
+    stack = list(traces)
+    while stack:
+        t = stack.pop()
+        out.append(t)
+        stack.extend(t.children)
+    return sorted(out, key=lambda t: t.start_time_unix_nano)
+
+
+def steps_in_order(traces: Sequence[AgentTrace], spans: Iterable[Any]) -> list[AgentStep]:
+    """Every step of every agent in a tree, in the order their first spans started (``spans``: the
+    run's spans, ReadableSpan or RecordSpan): what the rules "one step per model response" and "its
+    tool calls" are checked on, whichever agent owns the step."""
+    start = {hex_span(s): s.start_time for s in spans}
+    steps = [s for t in all_traces(traces) for s in t.steps]
+    return sorted(steps, key=lambda s: start.get(s.span_ids[0], 0) if s.span_ids else 0)
+
+
+def flat(traces: Sequence[AgentTrace]) -> list[dict[str, Any]]:
+    """Every agent of a forest on its own, without the links between them (children, parent step),
+    by agent span id: what assembly got right about each agent whether or not it linked them."""
+    out = []
+    for t in traces:
+        out.append({**dump(t), "children": [], "parent_step_index": None})
+        out += flat(t.children)
+    return sorted(out, key=lambda d: d["agent_span_id"])

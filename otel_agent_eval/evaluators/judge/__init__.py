@@ -10,7 +10,7 @@ when a ``JudgeClient`` is built.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .client import REASONS, BudgetExhausted, JudgeClient, JudgeError, JudgeReply, suppress_instrumentation
@@ -27,24 +27,29 @@ from .settings import DEFAULT_JUDGE_EVALUATORS, JudgeSettings, ModelPrice
 
 
 
-def build_judge_evaluators(judge: JudgeClient, names: Iterable[str], **options: Any) -> list[JudgeEvaluator]:
+def build_judge_evaluators(
+    judge: JudgeClient, names: Iterable[str], *, thresholds: Mapping[str, float] | None = None, **options: Any
+) -> list[JudgeEvaluator]:
     """Instantiate judge evaluators by name, sharing one client (budget, cache, concurrency).
+
+    ``thresholds``: evaluator name -> threshold (unnamed ones keep their default).
 
     ``options`` go to the evaluators that accept them: ``tool_definitions``
     (tool_argument_accuracy), ``history`` (agent_memory), ``facts`` /
-    ``facts_for`` (response_facts).
+    ``facts_for`` (response_facts), ``reference`` (task_completion: an expected output).
     """
     accepted = {
         "tool_argument_accuracy": ("tool_definitions",),
         "agent_memory": ("history",),
         "response_facts": ("facts", "facts_for"),
+        "task_completion": ("reference",),
     }
     built: list[JudgeEvaluator] = []
     for name in names:
         if name not in JUDGE_EVALUATORS:
             raise ValueError(f"unknown judge evaluator {name!r}; allowed: {', '.join(sorted(JUDGE_EVALUATORS))}")
         kwargs = {k: v for k, v in options.items() if k in accepted.get(name, ())}
-        built.append(JUDGE_EVALUATORS[name](judge, **kwargs))
+        built.append(JUDGE_EVALUATORS[name](judge, (thresholds or {}).get(name), **kwargs))
     return built
 
 

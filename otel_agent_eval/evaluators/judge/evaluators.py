@@ -85,7 +85,7 @@ class JudgeEvaluator(Evaluator):
         details.update(verdict.describe())
         if verdict.insufficient or verdict.score is None:
             return self.skipped(trace, verdict.explanation, details, reason="insufficient_evidence")
-        return self.scored(trace, verdict.score, verdict.explanation, details, passed=verdict.passed(self.threshold))
+        return self.scored(trace, verdict.score, verdict.explanation, details, passed=verdict.passed(self.threshold_for(trace)))
 
     # -- the flow --------------------------------------------------------------
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
@@ -208,7 +208,11 @@ def item_id(prefix: str, label: str) -> str:
 
 
 class TaskCompletion(JudgeEvaluator):
-    """Did the final output do what the user asked (and, negated: did the agent fail or error)?"""
+    """Did the final output do what the user asked (and, negated: did the agent fail or error)?
+
+    With a ``reference`` (a dataset case's ``expected_output``) the record shows it and one
+    more question asks whether the response agrees with it; without one the prompt is unchanged.
+    """
 
     name = "task_completion"
     version = "2"
@@ -217,19 +221,38 @@ class TaskCompletion(JudgeEvaluator):
     instructions = "Judge whether the agent completed the user's task."
     needs_final_response = True
 
+    def __init__(self, judge: JudgeClient, threshold: float | None = None, *, reference: str | None = None) -> None:
+        super().__init__(judge, threshold)
+        self.reference = reference or None
+
+    def result_key(self) -> str:
+        """A run judged against a reference is a different result from one judged without."""
+        return super().result_key() + ("|reference" if self.reference is not None else "")
+
     def applies(self, trace: AgentTrace) -> str | None:
         if not trace.input and not trace.final_output and not trace.cut:
             return "neither the task nor a final response was recorded"
         return None
 
+    def context(self, trace: AgentTrace) -> tuple[str, dict[str, Any]]:
+        if self.reference is None:
+            return "", {}
+        fields = RecordFields(self.judge.settings.max_field_chars, self.judge.redactor.redact)
+        return (f"REFERENCE ANSWER (what a correct final response says; any wording is fine):\n  {fields(self.reference)}",
+                {"reference_shown": True})
+
     def questions(self, trace: AgentTrace, view: JudgeView) -> list[Question]:
-        return [
+        questions = [
             Question("addresses_request", "Does the final response address what the user asked for?", "yes"),
             Question("task_completed", "Did the agent fully accomplish the task, rather than partially, or only promising or describing it?",
                      "yes", critical=True),
             Question("supported_by_steps", "Are the results the final response reports supported by the tool results shown (not claimed without evidence)?", "yes"),
             Question("agent_failed", "Did the agent fail, give up, or end with an error instead of completing the task?", "no", critical=True),
         ]
+        if self.reference is not None:
+            questions.append(Question("agrees_with_reference", "Does the final response agree with the REFERENCE ANSWER "
+                                      "(the same result, in any wording, without contradicting it)?", "yes", critical=True))
+        return questions
 
 
 class PlanQuality(JudgeEvaluator):
