@@ -147,8 +147,15 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError:
         return _missing_otlp_extra("serve")
 
+    from .server_security import TLSFiles
+
     def port(value: int) -> int | None:
         return None if value < 0 else value
+
+    if bool(args.tls_cert_file) != bool(args.tls_key_file) or (args.tls_client_ca_file and not args.tls_cert_file):
+        print("otel-agent-eval serve: --tls-cert-file and --tls-key-file go together (and --tls-client-ca-file needs them)",
+              file=sys.stderr)
+        return 2
 
     settings = _settings(args)
     try:
@@ -157,6 +164,8 @@ def _serve(args: argparse.Namespace) -> int:
             admin_port=port(args.admin_port if args.admin_port is not None else (settings.prometheus_port or 9464)),
             drain_seconds=args.drain_seconds, high_water=args.high_water, retry_after_seconds=args.retry_after,
             max_http_connections=args.max_http_connections,
+            tls=TLSFiles(args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file) if args.tls_cert_file else None,
+            bearer_token_file=args.bearer_token_file,
             export_endpoint=args.export_endpoint, export_protocol=args.export_protocol,
         )
     except ValueError as exc:
@@ -192,7 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
     _evaluator_flags(evaluate)
     evaluate.set_defaults(func=_evaluate)
     serve = commands.add_parser("serve", help="OTLP receiver (HTTP 4318, gRPC 4317) evaluating agent traces from any app")
-    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    env = os.environ
+    serve.add_argument("--host", default=env.get("OTEL_AGENT_EVAL_SERVE_HOST", "127.0.0.1"),
+                       help="address to bind (env OTEL_AGENT_EVAL_SERVE_HOST; default 127.0.0.1, loopback: "
+                            "pass 0.0.0.0 to accept from other hosts)")
+    serve.add_argument("--tls-cert-file", default=env.get("OTEL_AGENT_EVAL_SERVE_TLS_CERT_FILE"),
+                       help="PEM certificate (chain) for TLS on every port; re-read when it changes (env OTEL_AGENT_EVAL_SERVE_TLS_CERT_FILE)")
+    serve.add_argument("--tls-key-file", default=env.get("OTEL_AGENT_EVAL_SERVE_TLS_KEY_FILE"),
+                       help="PEM private key of --tls-cert-file (env OTEL_AGENT_EVAL_SERVE_TLS_KEY_FILE)")
+    serve.add_argument("--tls-client-ca-file", default=env.get("OTEL_AGENT_EVAL_SERVE_TLS_CLIENT_CA_FILE"),
+                       help="PEM CA(s): OTLP clients must present a certificate they signed (mutual TLS; "
+                            "env OTEL_AGENT_EVAL_SERVE_TLS_CLIENT_CA_FILE)")
+    serve.add_argument("--bearer-token-file", default=env.get("OTEL_AGENT_EVAL_SERVE_BEARER_TOKEN_FILE"),
+                       help="file of accepted tokens, one per line: OTLP requests and /metrics need 'Authorization: Bearer "
+                            "<token>'; re-read when it changes (env OTEL_AGENT_EVAL_SERVE_BEARER_TOKEN_FILE)")
     serve.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; 0 = a free port; -1 = off)")
     serve.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; 0 = a free port; -1 = off)")
     serve.add_argument("--admin-port", type=int, default=None,
@@ -202,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="refuse requests (429 / RESOURCE_EXHAUSTED) above this share of OTEL_AGENT_EVAL_MAX_INTAKE_SPANS (default 0.8)")
     serve.add_argument("--retry-after", type=int, default=1, help="seconds clients are told to wait when refused (default 1)")
     serve.add_argument("--max-http-connections", type=int, default=64,
-                       help="OTLP/HTTP connections served at once; beyond, 503 and close (default 64)")
+                       help="OTLP/HTTP connections served at once; beyond, requests get 503 (default 64)")
     serve.add_argument("--export-endpoint", default=None,
                        help="OTLP endpoint for results (default: OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]ENDPOINT; unset: /metrics only)")
     serve.add_argument("--export-protocol", choices=("http/protobuf", "grpc"), default=None,

@@ -11,22 +11,24 @@ Ports (the usual ones):
 - ``4317`` OTLP/gRPC: ``TraceService/Export`` and ``LogsService/Export`` (gzip too);
 - ``9464`` admin: ``/metrics`` (Prometheus), ``/healthz`` (liveness), ``/readyz`` (readiness).
 
-Backpressure. The pipeline's intake holds at most ``max_intake_spans`` spans.
-When it is above the high-water mark (``--high-water`` x ``max_intake_spans``),
-a whole request is refused: HTTP 429 + ``Retry-After`` / gRPC
-``RESOURCE_EXHAUSTED`` + ``RetryInfo``; the OTLP exporters retry later, so
-memory stays bounded and nothing is lost silently. A request admitted below
-the mark that still overflows the intake gets a partial-success response
-(``rejected_spans`` + ``error_message``). While draining (shutdown), requests
-get HTTP 503 / gRPC ``UNAVAILABLE``.
+Every export request, HTTP or gRPC, goes through one ``EvalServer.receive(signal,
+payload, content_type)``, which returns an ``Outcome`` each transport maps to its
+own status codes (``server_http.py``: uvicorn + Starlette; ``server_grpc.py``).
 
-Connections. OTLP/HTTP serves each connection on its own thread, at most
-``max_http_connections`` at once (gRPC has its fixed pool, ``grpc_workers``); a
-connection beyond that gets an immediate 503 + ``Retry-After`` and is closed (a
-client that is already writing may see the close as a reset: OTLP exporters
-retry either way),
-and a connection idle for ``http_idle_seconds`` is closed, so a crowd of
-clients or idle keep-alive connections cannot pile up threads.
+Backpressure. The pipeline's intake holds at most ``max_intake_spans`` spans.
+A request is refused whole when it would not fit: before its body is read when
+the intake is above the high-water mark (``--high-water`` x ``max_intake_spans``),
+and after decoding when its spans exceed the room left. HTTP answers 429 +
+``Retry-After``, gRPC ``RESOURCE_EXHAUSTED`` + ``RetryInfo``; the OTLP exporters
+retry later, so memory stays bounded and nothing is lost silently. Only a single
+request larger than the whole intake, which no retry could ever fit, gets a
+partial-success response (``rejected_spans`` + ``error_message``). While
+draining (shutdown), requests get HTTP 503 / gRPC ``UNAVAILABLE``.
+
+Security. Binds loopback unless ``--host`` says otherwise; TLS (optionally
+mutual) on every port and bearer tokens on OTLP and ``/metrics`` come from files
+re-read when they change (``server_security.py``); ``/healthz`` and ``/readyz``
+stay open for orchestrator probes.
 
 Log records carrying GenAI content (event-only instrumentations) go to the
 pipeline with their trace (``Pipeline.offer_log``) and are joined to their
@@ -40,20 +42,17 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
-from concurrent import futures
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from google.protobuf import json_format
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from .config import Settings
@@ -65,8 +64,6 @@ from .otlp import (
     decode_logs_protobuf,
     decode_traces_json,
     decode_traces_protobuf,
-    log_records_from_request,
-    spans_from_request,
 )
 from .pipeline import Pipeline
 from .logs import OWN_EVENTS, event_name_of, is_genai_content
@@ -74,22 +71,21 @@ from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
 from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
 from .sinks.prometheus import PrometheusSink
-from .stats import AtomicCounter, LabelledCounts, PipelineStats, RunLabels
+from .server_grpc import grpc_server
+from .server_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
+from .server_security import BearerTokens, TLSFiles
+from .stats import LabelledCounts, PipelineStats, RunLabels
 
 _logger = logging.getLogger("otel_agent_eval.server")
 
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
-GRPC_RESOURCE_EXHAUSTED = 8
-GRPC_UNAVAILABLE = 14
-GRPC_INVALID_ARGUMENT = 3
 
 
 @dataclass(frozen=True)
 class ServeOptions:
     """Everything about the server that is not a pipeline ``Settings`` field."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
+    """Loopback by default, like the Collector: ``0.0.0.0`` (every interface) is an explicit choice."""
     http_port: int | None = 4318
     """OTLP/HTTP port; 0 picks a free port, None disables."""
     grpc_port: int | None = 4317
@@ -104,10 +100,13 @@ class ServeOptions:
     """Largest request body, after decompression."""
     grpc_workers: int = 8
     max_http_connections: int = 64
-    """OTLP/HTTP connections served at once; beyond, a new connection gets 503 and is closed."""
+    """OTLP/HTTP connections served at once (uvicorn's ``limit_concurrency``); beyond, requests get 503."""
     http_idle_seconds: float = 60.0
-    """An OTLP/HTTP connection idle this long (keep-alive, or a stalled client) is closed."""
-    """Log records waiting for their span; beyond, the oldest is dropped (evicted)."""
+    """An OTLP/HTTP connection idle this long (keep-alive, silent, or stalled mid-body) is closed."""
+    tls: TLSFiles | None = None
+    """Certificate and key for TLS on every port; with a client CA, OTLP clients must present a certificate."""
+    bearer_token_file: str | None = None
+    """Tokens (one per line) OTLP clients and ``/metrics`` scrapers must send as ``Authorization: Bearer``."""
     export_endpoint: str | None = None
     """Where results go over OTLP; default: the ``OTEL_EXPORTER_OTLP_*`` variables; none: only /metrics."""
     export_protocol: str | None = None
@@ -126,13 +125,57 @@ class ServeOptions:
             raise ValueError(f"export protocol must be http/protobuf or grpc, got {self.export_protocol!r}")
 
 
-class Refused(Exception):
-    """The whole request is refused: ``overloaded`` (retry later) or ``draining`` (go elsewhere)."""
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one export request, whatever its transport.
 
-    def __init__(self, reason: str, retry_after: int) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
+    ``status``: ``ok``, ``partial`` (some items rejected: ``rejected``), ``overloaded``
+    and ``draining`` (refused whole: retry after ``retry_after`` seconds), ``invalid``,
+    ``too_large``, ``unsupported`` (content type or encoding), ``unauthenticated``.
+    ``response`` is the OTLP response message for ``ok`` and ``partial``.
+    """
+
+    status: str
+    message: str = ""
+    rejected: int = 0
+    retry_after: int = 0
+    response: Any = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.status in ("ok", "partial")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """``Content-Encoding`` gzip or deflate, stopping at ``limit`` bytes of output (a zip bomb is refused, not inflated)."""
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise _Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
+    decompressor = zlib.decompressobj((16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
+    try:
+        out = decompressor.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise OTLPDecodeError(f"invalid {encoding} body: {exc}") from exc
+    if len(out) > limit:
+        raise _TooLarge("request body too large after decompression")
+    return out
+
+
+_DECODERS = {
+    ("traces", PROTOBUF): decode_traces_protobuf,
+    ("traces", JSON): decode_traces_json,
+    ("logs", PROTOBUF): decode_logs_protobuf,
+    ("logs", JSON): decode_logs_json,
+}
 
 
 # --------------------------------------------------------------------------- counters
@@ -141,9 +184,10 @@ class Refused(Exception):
 class ServerStats:
     def __init__(self) -> None:
         self.requests = LabelledCounts()  # (transport, signal, outcome)
-        self.spans_rejected = AtomicCounter()  # partial success: intake full mid-request, or the drain began meanwhile
-        self.own_spans = AtomicCounter()  # our own evaluation spans sent back to us: ignored
+        self.spans_rejected = LabelledCounts()  # partial success: a request larger than the whole intake
+        self.own_spans = LabelledCounts()  # our own evaluation spans sent back to us: ignored
         self.log_records = LabelledCounts()  # (outcome,)
+        self.auth_failures = LabelledCounts()  # (transport, reason)
 
 
 class ServerCollector(Collector):
@@ -153,27 +197,33 @@ class ServerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         s = self.server.server_stats
         requests = CounterMetricFamily(
-            "agent_eval_server_requests", "OTLP export requests, by outcome (ok, partial, overloaded, draining, invalid, too_large)",
+            "agent_eval_server_requests", "OTLP export requests, by outcome (ok, partial, overloaded, draining, invalid, too_large, unsupported, unauthenticated, incomplete)",
             labels=["transport", "signal", "outcome"],
         )
         for labels, value in sorted(s.requests.snapshot().items()):
             requests.add_metric(list(labels), value)
         yield requests
         yield CounterMetricFamily(
-            "agent_eval_server_spans_rejected",
-            "Spans rejected in partial-success responses (intake full mid-request, or the drain began meanwhile)",
-            value=s.spans_rejected.value,
+            "agent_eval_server_spans_rejected", "Spans rejected in partial-success responses (a request larger than the whole intake)",
+            value=s.spans_rejected.total(),
         )
         yield CounterMetricFamily(
-            "agent_eval_server_own_spans", "Spans of scope otel_agent_eval received back and ignored", value=s.own_spans.value
+            "agent_eval_server_own_spans", "Spans of scope otel_agent_eval received back and ignored", value=s.own_spans.total()
         )
         logs = CounterMetricFamily(
-            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own, draining)",
+            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own, intake_full)",
             labels=["outcome"],
         )
         for labels, value in sorted(s.log_records.snapshot().items()):
             logs.add_metric(list(labels), value)
         yield logs
+        auth = CounterMetricFamily(
+            "agent_eval_server_auth_failures", "Requests refused for want of a valid bearer token, by reason (missing, malformed, invalid)",
+            labels=["transport", "reason"],
+        )
+        for labels, value in sorted(s.auth_failures.snapshot().items()):
+            auth.add_metric(list(labels), value)
+        yield auth
         yield GaugeMetricFamily("agent_eval_server_intake_spans", "Spans waiting for the collector thread", value=len(self.server.pipeline.intake))
         yield GaugeMetricFamily("agent_eval_server_ready", "1 when the server accepts data", value=1 if self.server.ready()[0] else 0)
 
@@ -271,10 +321,10 @@ class EvalServer:
         self._offer_lock = threading.Lock()
         self._draining = False
         self._started = False
-        self._http: ThreadingHTTPServer | None = None
-        self._admin: ThreadingHTTPServer | None = None
+        self.tokens = BearerTokens(self.options.bearer_token_file) if self.options.bearer_token_file else None
+        self._http: UvicornThread | None = None
+        self._admin: UvicornThread | None = None
         self._grpc: Any = None
-        self._threads: list[threading.Thread] = []
         self.ports: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------
@@ -282,20 +332,19 @@ class EvalServer:
         o = self.options
         self.pipeline.start()
         if o.admin_port is not None:
-            self._admin = _http_server(o.host, o.admin_port, _AdminHandler, self, max_connections=8)
-            self.ports["admin"] = self._admin.server_port
+            self._admin = UvicornThread(admin_app(self), o.host, o.admin_port, tls=o.tls, client_cert=False,
+                                        max_connections=8, idle_seconds=o.http_idle_seconds, name="admin")
+            self.ports["admin"] = self._admin.port
         if o.http_port is not None:
-            self._http = _http_server(o.host, o.http_port, _OTLPHandler, self, max_connections=o.max_http_connections)
-            self.ports["http"] = self._http.server_port
+            self._http = UvicornThread(otlp_app(self), o.host, o.http_port, tls=o.tls, client_cert=True,
+                                       max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds, name="otlp-http")
+            self.ports["http"] = self._http.port
         if o.grpc_port is not None:
-            self._grpc, self.ports["grpc"] = _grpc_server(self, o.host, o.grpc_port)
+            self._grpc, self.ports["grpc"] = grpc_server(self, o.host, o.grpc_port)
             self._grpc.start()
-        for httpd in (self._admin, self._http):
-            if httpd is not None:
-                thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
-                                          name=f"otel-agent-eval-http-{httpd.server_port}")
-                thread.start()
-                self._threads.append(thread)
+        for server in (self._admin, self._http):
+            if server is not None:
+                server.start()
         self._started = True
 
     def stop(self, drain_seconds: float | None = None) -> dict[str, Any]:
@@ -303,7 +352,7 @@ class EvalServer:
         drain = self.options.drain_seconds if drain_seconds is None else drain_seconds
         deadline = time.monotonic() + drain
         self._draining = True
-        with self._offer_lock:  # a request already past admit() finishes its offer; later ones see _draining
+        with self._offer_lock:  # a request already past refusal() finishes its offer; later ones see _draining
             pass
         before_evaluated = self.stats.traces_evaluated.total()
         at_stop = {"buffered_traces": self.stats.buffered_traces, "intake_spans": len(self.pipeline.intake),
@@ -311,8 +360,7 @@ class EvalServer:
         if self._grpc is not None:
             self._grpc.stop(grace=min(2.0, drain)).wait(min(2.0, drain) + 1)
         if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+            self._http.stop(timeout=min(2.0, drain) + 1)
         # Keep a share of the deadline for exporting the last results.
         flushed = self.pipeline.shutdown(timeout=max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
         if self.judge is not None:
@@ -323,8 +371,7 @@ class EvalServer:
             provider.shutdown()
         not_exported = self.export_tally.not_exported()
         if self._admin is not None:
-            self._admin.shutdown()
-            self._admin.server_close()
+            self._admin.stop(timeout=1.0)
         return {
             "drained": bool(flushed),
             "exported": not any(not_exported.values()),
@@ -337,11 +384,15 @@ class EvalServer:
             "dropped": {reason: n for (reason,), n in sorted(self.stats.dropped.snapshot().items())},
             "traces_completed": {reason: n for (reason,), n in sorted(self.stats.traces_completed.snapshot().items())},
             "spans_received": self.stats.spans_received.value,
-            "spans_rejected": self.server_stats.spans_rejected.value,
+            "spans_rejected": self.server_stats.spans_rejected.total(),
             "spans_dropped": {reason: n for (reason,), n in sorted(self.stats.spans_dropped_snapshot().items()) if n},
         }
 
     # -- health ----------------------------------------------------------------
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
     def alive(self) -> bool:
         return self.pipeline.alive
 
@@ -360,360 +411,137 @@ class EvalServer:
         return True, "ready"
 
     # -- intake (request threads) ----------------------------------------------
-    def admit(self) -> None:
+    def refusal(self) -> Outcome | None:
+        """The refusal every request gets right now, whatever it holds (checked before reading its body)."""
         if self._draining:
-            raise Refused("draining", self.options.retry_after_seconds)
+            return self._draining_outcome()
         if self.overloaded():
-            raise Refused("overloaded", self.options.retry_after_seconds)
+            return self._overloaded("intake above its high-water mark")
+        return None
 
-    def receive_spans(self, records: list[SpanRecord]) -> int:
-        """Feed decoded spans to the pipeline; returns how many were rejected (intake full)."""
-        ours = [r for r in records if r.scope_name == SCOPE_NAME]
-        if ours:  # our own evaluation spans looping back through a Collector
-            for _ in ours:
-                self.server_stats.own_spans.inc()
-            records = [r for r in records if r.scope_name != SCOPE_NAME]
+    def _draining_outcome(self) -> Outcome:
+        retry = self.options.retry_after_seconds
+        return Outcome("draining", f"draining (shutting down): retry after {retry}s, or another replica", retry_after=retry)
+
+    def _overloaded(self, why: str) -> Outcome:
+        retry = self.options.retry_after_seconds
+        return Outcome("overloaded", f"overloaded ({why}): retry after {retry}s", retry_after=retry)
+
+    def authenticate(self, transport: str, authorization: str | bytes | None) -> Outcome | None:
+        """None when no token is configured or ``authorization`` carries a valid one; else the refusal, counted."""
+        if self.tokens is None:
+            return None
+        reason = self.tokens.check(authorization)
+        if reason is None:
+            return None
+        self.server_stats.auth_failures.inc(transport, reason)
+        return Outcome("unauthenticated", f"bearer token {reason}")
+
+    def receive(self, signal_name: str, payload: bytes, content_type: str, *, transport: str,
+                encoding: str = "identity") -> Outcome:
+        """One OTLP export request (``traces`` or ``logs``), as the bytes on the wire: decode it and feed the pipeline.
+
+        The one path for HTTP and gRPC: refusals (draining, overloaded, would not fit),
+        decompression bounded by ``max_request_bytes``, decoding, and the partial success
+        that only a request larger than the whole intake can get. Counted by outcome.
+        """
+        outcome = self._receive(signal_name, payload, content_type, encoding)
+        self.count(transport, signal_name, outcome.status)
+        return outcome
+
+    def _receive(self, signal_name: str, payload: bytes, content_type: str, encoding: str) -> Outcome:
+        refused = self.refusal()
+        if refused is not None:
+            return refused
+        decoder = _DECODERS.get((signal_name, content_type))
+        if decoder is None:
+            return Outcome("unsupported", f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
+        try:
+            data = decoder(decompress(payload, encoding, self.options.max_request_bytes))
+        except _Unsupported as exc:
+            return Outcome("unsupported", str(exc))
+        except _TooLarge as exc:
+            return Outcome("too_large", str(exc))
+        except OTLPDecodeError as exc:
+            return Outcome("invalid", str(exc))
+        if signal_name == "traces":
+            return self._take_spans(data)
+        return self._take_logs(data)
+
+    def _offer_whole(self, count: int, offer: Callable[[], None]) -> Outcome | int:
+        """Offer ``count`` items to the intake if they fit; returns how many the intake rejected, or the refusal.
+
+        Decided under a lock (only the collector thread takes from the intake meanwhile,
+        so the room can only grow): a request that does not fit now is refused whole and
+        retried by its client; one larger than the whole intake could never fit, so it is
+        taken in part and the rest reported as partial success.
+        """
+        capacity = self.settings.max_intake_spans
         full = self.stats.intake_full
-        with self._offer_lock:  # so that the intake_full delta is this request's alone
-            if self._draining:  # admitted before the drain began: refused now, and said so, not lost
-                for _ in records:
-                    self.server_stats.spans_rejected.inc()
-                return len(records)
+        with self._offer_lock:
+            if self._draining:  # passed refusal() before the drain began: refused now (retryable), nothing offered
+                return self._draining_outcome()
+            if capacity - len(self.pipeline.intake) < count <= capacity:
+                return self._overloaded(f"{count} items do not fit in the intake now")
             before = full.value
-            self.pipeline.offer_records(records)
-            rejected = full.value - before
-        if rejected:
-            for _ in range(rejected):
-                self.server_stats.spans_rejected.inc()
-        return rejected
+            offer()
+            return full.value - before
 
-    def receive_logs(self, logs: list[LogRecordData]) -> None:
+    def _take_spans(self, records: list[SpanRecord]) -> Outcome:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        ours = sum(1 for r in records if r.scope_name == SCOPE_NAME)
+        if ours:  # our own evaluation spans looping back through a Collector
+            self.server_stats.own_spans.inc(amount=ours)
+            records = [r for r in records if r.scope_name != SCOPE_NAME]
+        taken = self._offer_whole(len(records), lambda: self.pipeline.offer_records(records))
+        if isinstance(taken, Outcome):
+            return taken
+        response = ExportTraceServiceResponse()
+        if not taken:
+            return Outcome("ok", response=response)
+        self.server_stats.spans_rejected.inc(amount=taken)
+        message = (f"{taken} spans rejected: evaluation intake full (the request is larger than the whole intake, "
+                   f"{self.settings.max_intake_spans} spans)")
+        response.partial_success.rejected_spans = taken
+        response.partial_success.error_message = message
+        return Outcome("partial", message, rejected=taken, response=response)
+
+    def _take_logs(self, logs: list[LogRecordData]) -> Outcome:
         """GenAI content log records go to the pipeline, which joins them to their spans."""
-        with self._offer_lock:  # as for spans: nothing offered once the drain has begun
-            for log in logs:
-                self._receive_log(log)
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
-    def _receive_log(self, log: LogRecordData) -> None:
-        name = event_name_of(log.event_name, log.attributes)
-        if self._draining:
-            self.server_stats.log_records.inc("draining")
-        elif name in OWN_EVENTS:
-            self.server_stats.log_records.inc("own")  # our own results, sent back to us
-        elif log.trace_id is None or log.span_id is None:
-            self.server_stats.log_records.inc("no_span")
-        elif not is_genai_content(name):
-            self.server_stats.log_records.inc("not_genai")
-        else:
-            self.pipeline.offer_log(log)
-            self.server_stats.log_records.inc("accepted")
+        wanted = []
+        for log in logs:
+            name = event_name_of(log.event_name, log.attributes)
+            if name in OWN_EVENTS:
+                self.server_stats.log_records.inc("own")  # our own results, sent back to us
+            elif log.trace_id is None or log.span_id is None:
+                self.server_stats.log_records.inc("no_span")
+            elif not is_genai_content(name):
+                self.server_stats.log_records.inc("not_genai")
+            else:
+                wanted.append(log)
+
+        def offer() -> None:
+            for log in wanted:
+                self.pipeline.offer_log(log)
+
+        taken = self._offer_whole(len(wanted), offer)
+        if isinstance(taken, Outcome):
+            return taken
+        self.server_stats.log_records.inc("accepted", amount=len(wanted) - taken)
+        response = ExportLogsServiceResponse()
+        if not taken:
+            return Outcome("ok", response=response)
+        message = f"{taken} log records rejected: evaluation intake full (the request is larger than the whole intake)"
+        self.server_stats.log_records.inc("intake_full", amount=taken)
+        response.partial_success.rejected_log_records = taken
+        response.partial_success.error_message = message
+        return Outcome("partial", message, rejected=taken, response=response)
 
     def count(self, transport: str, signal_name: str, outcome: str) -> None:
         self.server_stats.requests.inc(transport, signal_name, outcome)
-
-
-# --------------------------------------------------------------------------- OTLP/HTTP
-
-
-_BUSY_BODY = b"too many connections; retry later\n"
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
-    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
-)
-
-
-class _BoundedHTTPServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``max_connections`` at once: the rest are answered 503 and closed."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type, app: EvalServer, max_connections: int) -> None:
-        super().__init__(address, handler)
-        self.app = app
-        self._slots = threading.BoundedSemaphore(max_connections)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.app.count("http", "unknown", "too_many_connections")
-            try:
-                request.sendall(_BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
-def _http_server(host: str, port: int, handler: type, app: EvalServer, *, max_connections: int) -> ThreadingHTTPServer:
-    return _BoundedHTTPServer((host, port), handler, app, max_connections)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _gunzip(data: bytes, limit: int) -> bytes:
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = decompressor.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise OTLPDecodeError(f"invalid gzip body: {exc}") from exc
-    if len(out) > limit:
-        raise _TooLarge()
-    return out
-
-
-_DECODERS = {
-    ("traces", PROTOBUF): decode_traces_protobuf,
-    ("traces", JSON): decode_traces_json,
-    ("logs", PROTOBUF): decode_logs_protobuf,
-    ("logs", JSON): decode_logs_json,
-}
-
-
-def _trace_response(rejected: int, message: str) -> Any:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-    response = ExportTraceServiceResponse()
-    if rejected:
-        response.partial_success.rejected_spans = rejected
-        response.partial_success.error_message = message
-    return response
-
-
-def _logs_response() -> Any:
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-
-    return ExportLogsServiceResponse()
-
-
-def _rejected_message(rejected: int, app: EvalServer) -> str:
-    if app._draining:
-        return f"{rejected} spans rejected: the server is draining (shutting down); send them to another replica"
-    return f"{rejected} spans rejected: evaluation intake full ({app.settings.max_intake_spans} spans); retry later"
-
-
-class _OTLPHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-agent-eval"
-
-    def setup(self) -> None:
-        self.timeout = self.server.app.options.http_idle_seconds  # type: ignore[attr-defined]
-        super().setup()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-        _logger.debug("%s " + format, self.address_string(), *args)
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        app: EvalServer = self.server.app  # type: ignore[attr-defined]
-        signal_name = {"/v1/traces": "traces", "/v1/logs": "logs"}.get(self.path.split("?", 1)[0])
-        content_type = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        try:
-            body = self._read_body(app.options.max_request_bytes)
-        except _TooLarge:
-            self._status(413, "request body too large", JSON, close=True)
-            app.count("http", signal_name or "unknown", "too_large")
-            return
-        except (OSError, ValueError):
-            self.close_connection = True
-            return
-        if signal_name is None:
-            self._status(404, f"unknown path {self.path}; use /v1/traces or /v1/logs", JSON)
-            return
-        if content_type not in (PROTOBUF, JSON):
-            self._status(415, f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}", JSON)
-            return
-        try:
-            app.admit()
-            encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-            if encoding == "gzip":
-                body = _gunzip(body, app.options.max_request_bytes)
-            elif encoding != "identity":
-                self._status(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none", content_type)
-                return
-            data = _DECODERS[(signal_name, content_type)](body)
-        except Refused as refused:
-            app.count("http", signal_name, refused.reason)
-            code = 429 if refused.reason == "overloaded" else 503
-            self._status(code, f"{refused.reason}: retry after {refused.retry_after}s", content_type,
-                         headers={"Retry-After": str(refused.retry_after)})
-            return
-        except _TooLarge:
-            app.count("http", signal_name, "too_large")
-            self._status(413, "request body too large after decompression", content_type)
-            return
-        except OTLPDecodeError as exc:
-            app.count("http", signal_name, "invalid")
-            self._status(400, str(exc), content_type)
-            return
-        if signal_name == "traces":
-            rejected = app.receive_spans(data)
-            response = _trace_response(rejected, _rejected_message(rejected, app))
-            app.count("http", signal_name, "partial" if rejected else "ok")
-        else:
-            app.receive_logs(data)
-            response = _logs_response()
-            app.count("http", signal_name, "ok")
-        if content_type == JSON:
-            self._send(200, JSON, json_format.MessageToJson(response, indent=None).encode())
-        else:
-            self._send(200, PROTOBUF, response.SerializeToString())
-
-    def _read_body(self, limit: int) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            chunks, size = [], 0
-            while True:
-                length = int(self.rfile.readline(65537).split(b";", 1)[0].strip() or b"0", 16)
-                if length == 0:
-                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                size += length
-                if size > limit:
-                    raise _TooLarge()
-                chunks.append(self.rfile.read(length))
-                self.rfile.readline(65537)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > limit:
-            raise _TooLarge()
-        return self.rfile.read(length) if length else b""
-
-    def _status(self, code: int, message: str, content_type: str, *, headers: dict[str, str] | None = None,
-                close: bool = False) -> None:
-        """An error response: a google.rpc.Status, as protobuf or JSON like the request."""
-        from google.rpc import status_pb2
-
-        status = status_pb2.Status(code=GRPC_UNAVAILABLE if code in (429, 503) else GRPC_INVALID_ARGUMENT, message=message)
-        if content_type == PROTOBUF:
-            body = status.SerializeToString()
-        else:
-            content_type, body = JSON, json.dumps({"code": status.code, "message": message}).encode()
-        if close:
-            self.close_connection = True
-        self._send(code, content_type, body, headers)
-
-    def _send(self, code: int, content_type: str, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class _AdminHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-agent-eval"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        _logger.debug("%s " + format, self.address_string(), *args)
-
-    def do_GET(self) -> None:  # noqa: N802
-        app: EvalServer = self.server.app  # type: ignore[attr-defined]
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept"))
-            self._send(200, content_type, encoder(app.registry))
-        elif path == "/healthz":
-            alive = app.alive() or app._draining
-            self._send(200 if alive else 503, "text/plain; charset=utf-8", b"ok\n" if alive else b"pipeline stopped\n")
-        elif path == "/readyz":
-            ready, reason = app.ready()
-            self._send(200 if ready else 503, "text/plain; charset=utf-8", f"{reason}\n".encode())
-        else:
-            self._send(404, "text/plain; charset=utf-8", b"not found: use /metrics, /healthz or /readyz\n")
-
-    def _send(self, code: int, content_type: str, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-# --------------------------------------------------------------------------- OTLP/gRPC
-
-
-def _retry_metadata(code: int, message: str, retry_after: int) -> tuple[tuple[str, bytes], ...]:
-    """RetryInfo both where grpc-go reads it (status details) and where the Python exporter does."""
-    from google.protobuf.any_pb2 import Any as AnyProto
-    from google.rpc import error_details_pb2, status_pb2
-
-    retry = error_details_pb2.RetryInfo()
-    retry.retry_delay.seconds = retry_after
-    detail = AnyProto()
-    detail.Pack(retry)
-    status = status_pb2.Status(code=code, message=message, details=[detail])
-    return (("grpc-status-details-bin", status.SerializeToString()), ("google.rpc.retryinfo-bin", retry.SerializeToString()))
-
-
-def _grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:
-    import grpc
-    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-
-    def refuse(context: Any, signal_name: str, refused: Refused) -> None:
-        app.count("grpc", signal_name, refused.reason)
-        if refused.reason == "overloaded":
-            code, grpc_code = GRPC_RESOURCE_EXHAUSTED, grpc.StatusCode.RESOURCE_EXHAUSTED
-        else:
-            code, grpc_code = GRPC_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE
-        message = f"{refused.reason}: retry after {refused.retry_after}s"
-        context.set_trailing_metadata(_retry_metadata(code, message, refused.retry_after))
-        context.abort(grpc_code, message)
-
-    class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - generated name
-            try:
-                app.admit()
-                records = spans_from_request(request)
-            except Refused as refused:
-                refuse(context, "traces", refused)
-            except OTLPDecodeError as exc:
-                app.count("grpc", "traces", "invalid")
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            rejected = app.receive_spans(records)
-            app.count("grpc", "traces", "partial" if rejected else "ok")
-            return _trace_response(rejected, _rejected_message(rejected, app))
-
-    class LogsService(logs_service_pb2_grpc.LogsServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
-            try:
-                app.admit()
-                logs = log_records_from_request(request)
-            except Refused as refused:
-                refuse(context, "logs", refused)
-            except OTLPDecodeError as exc:
-                app.count("grpc", "logs", "invalid")
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            app.receive_logs(logs)
-            app.count("grpc", "logs", "ok")
-            return _logs_response()
-
-    size = app.options.max_request_bytes
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=app.options.grpc_workers, thread_name_prefix="otel-agent-eval-grpc"),
-        options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0)],
-        maximum_concurrent_rpcs=app.options.grpc_workers * 4,
-    )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(LogsService(), server)
-    bound = server.add_insecure_port(f"{'[::]' if host in ('::', '') else host}:{port}")
-    if bound == 0:
-        raise OSError(f"cannot bind OTLP/gRPC to {host}:{port}")
-    return server, bound
 
 
 # --------------------------------------------------------------------------- entry point
@@ -722,8 +550,12 @@ def _grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:
 def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -> int:
     """Run until SIGTERM/SIGINT, then drain. Prints one JSON line when listening and one when stopped."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = EvalServer(settings, options)
-    server.start()
+    try:
+        server = EvalServer(settings, options)
+        server.start()
+    except (OSError, ValueError, ssl.SSLError) as exc:  # a port taken, a certificate or token file unreadable
+        print(f"otel-agent-eval serve: {exc}", file=sys.stderr)
+        return 2
     if not server.exporting:
         _logger.warning("no OTLP endpoint configured (OTEL_EXPORTER_OTLP_ENDPOINT or --export-endpoint): results only on /metrics")
     print(json.dumps({"event": "listening", **server.ports}), file=out, flush=True)
@@ -748,4 +580,4 @@ def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -
     return 0
 
 
-__all__ = ["EvalServer", "Refused", "ServeOptions", "serve"]
+__all__ = ["EvalServer", "Outcome", "ServeOptions", "serve"]

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -211,15 +212,15 @@ class ServerProcess:
     def grpc_endpoint(self) -> str:
         return f"127.0.0.1:{self.ports['grpc']}"
 
-    def get(self, path: str, accept: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    def get(self, path: str, accept: str | None = None) -> tuple[int, Message, bytes]:
         request = urllib.request.Request(f"http://127.0.0.1:{self.ports['admin']}{path}")
         if accept:
             request.add_header("Accept", accept)
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
-                return response.status, dict(response.headers), response.read()
+                return response.status, response.headers, response.read()
         except urllib.error.HTTPError as error:
-            return error.code, dict(error.headers), error.read()
+            return error.code, error.headers, error.read()
 
     def metrics(self) -> Metrics:
         status, _, body = self.get("/metrics")

@@ -1,0 +1,83 @@
+"""OTLP/gRPC: ``TraceService/Export`` and ``LogsService/Export`` as a thin mapping of ``EvalServer.receive``.
+
+The methods are registered with no deserializer, so the request bytes go through
+the same ``receive`` (and the same decoder) as OTLP/HTTP's; gRPC itself bounds
+the message size (``max_request_bytes``) and handles compression. TLS comes from
+files gRPC re-reads when they change (``server_security.grpc_server_credentials``).
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from typing import TYPE_CHECKING, Any
+
+from .server_http import PROTOBUF
+from .server_security import grpc_server_credentials
+
+if TYPE_CHECKING:
+    from .server import EvalServer, Outcome
+
+_SERVICES = {
+    "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
+    "logs": "opentelemetry.proto.collector.logs.v1.LogsService",
+}
+
+
+def _retry_metadata(code: int, message: str, retry_after: int) -> tuple[tuple[str, bytes], ...]:
+    """RetryInfo both where grpc-go reads it (status details) and where the Python exporter does."""
+    from google.protobuf.any_pb2 import Any as AnyProto
+    from google.rpc import error_details_pb2, status_pb2
+
+    retry = error_details_pb2.RetryInfo()
+    retry.retry_delay.seconds = retry_after
+    detail = AnyProto()
+    detail.Pack(retry)
+    status = status_pb2.Status(code=code, message=message, details=[detail])
+    return (("grpc-status-details-bin", status.SerializeToString()), ("google.rpc.retryinfo-bin", retry.SerializeToString()))
+
+
+def _abort(context: Any, outcome: Outcome) -> None:
+    import grpc
+
+    code = {
+        "overloaded": grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "draining": grpc.StatusCode.UNAVAILABLE,
+        "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+        "too_large": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }.get(outcome.status, grpc.StatusCode.INVALID_ARGUMENT)
+    if outcome.retry_after:
+        context.set_trailing_metadata(_retry_metadata(code.value[0], outcome.message, outcome.retry_after))
+    context.abort(code, outcome.message)
+
+
+def grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:
+    """A started-later ``grpc.Server`` with both OTLP services, and the port it bound."""
+    import grpc
+
+    def handler(signal_name: str) -> Any:
+        def export(request: bytes, context: Any) -> bytes:
+            metadata = dict(context.invocation_metadata())
+            outcome = app.authenticate("grpc", metadata.get("authorization"))
+            if outcome is not None:
+                app.count("grpc", signal_name, outcome.status)
+            else:
+                outcome = app.receive(signal_name, request, PROTOBUF, transport="grpc")
+            if not outcome.accepted:
+                _abort(context, outcome)
+            return outcome.response.SerializeToString()
+
+        return grpc.method_handlers_generic_handler(_SERVICES[signal_name], {"Export": grpc.unary_unary_rpc_method_handler(export)})
+
+    size = app.options.max_request_bytes
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=app.options.grpc_workers, thread_name_prefix="otel-agent-eval-grpc"),
+        handlers=[handler("traces"), handler("logs")],
+        options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0)],
+        maximum_concurrent_rpcs=app.options.grpc_workers * 4,
+    )
+    address = f"{'[::]' if host in ('::', '') else host}:{port}"
+    tls = app.options.tls
+    bound = server.add_secure_port(address, grpc_server_credentials(tls)) if tls else server.add_insecure_port(address)
+    if bound == 0:
+        raise OSError(f"cannot bind OTLP/gRPC to {host}:{port}")
+    return server, bound
