@@ -27,7 +27,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 from . import otlp_json
 from .otlp_json import OTLPDecodeError
 from .metadata import resource_metadata
-from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
+from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord, unchecked_span_record
 
 __all__ = [
     "LogRecordData",
@@ -93,7 +93,26 @@ def any_value_to_python(value: AnyValue) -> Any:
 
 def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
     """Turn repeated ``KeyValue`` into a dict (a later duplicate key wins)."""
-    return {kv.key: any_value_to_python(kv.value) for kv in attributes}
+    return _attributes(attributes)[0]
+
+
+_MAY_HOLD_BYTES = frozenset({"bytes_value", "array_value", "kvlist_value"})
+
+
+def _attributes(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], bool]:
+    """The dict, and whether a value may hold bytes (protobuf strings are valid UTF-8 once parsed:
+    without bytes, ``records.clean`` has nothing to do)."""
+    out: dict[str, Any] = {}
+    may_hold_bytes = False
+    for kv in attributes:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":  # the commonest case, without a call
+            out[kv.key] = value.string_value
+        else:
+            out[kv.key] = any_value_to_python(value)
+            may_hold_bytes = may_hold_bytes or kind in _MAY_HOLD_BYTES
+    return out, may_hold_bytes
 
 
 def _optional_id(raw: bytes, size: int, what: str) -> int | None:
@@ -128,32 +147,35 @@ def spans_from_request(req: ExportTraceServiceRequest) -> list[SpanRecord]:
         for s_idx, scope_spans in enumerate(resource_spans.scope_spans):
             scope_name = scope_spans.scope.name
             for p_idx, span in enumerate(scope_spans.spans):
-                where = f"resourceSpans[{r_idx}].scopeSpans[{s_idx}].spans[{p_idx}]"
-                records.append(_span_record(span, scope_name, resource, where))
+                try:
+                    records.append(_span_record(span, scope_name, resource))
+                except OTLPDecodeError as exc:  # where it is, formatted only when it fails
+                    raise OTLPDecodeError(f"resourceSpans[{r_idx}].scopeSpans[{s_idx}].spans[{p_idx}]{exc}") from None
     return records
 
 
-def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any], where: str) -> SpanRecord:
-    attributes = attributes_to_dict(span.attributes)
+def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any]) -> SpanRecord:
+    """One span; errors name the field relative to the span (``spans_from_request`` adds where it is)."""
+    attributes, may_hold_bytes = _attributes(span.attributes)
     events = tuple(
         SpanEvent(e.name, e.time_unix_nano, attributes_to_dict(e.attributes)) for e in span.events
     )
     flags = span.flags
-    parent_is_remote = bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE)
-    return SpanRecord(
-        trace_id=_required_id(span.trace_id, 16, f"{where}.traceId"),
-        span_id=_required_id(span.span_id, 8, f"{where}.spanId"),
-        parent_span_id=_optional_id(span.parent_span_id, 8, f"{where}.parentSpanId"),
+    status = span.status
+    return (SpanRecord if may_hold_bytes else unchecked_span_record)(
+        trace_id=_required_id(span.trace_id, 16, ".traceId"),
+        span_id=_required_id(span.span_id, 8, ".spanId"),
+        parent_span_id=_optional_id(span.parent_span_id, 8, ".parentSpanId"),
         name=span.name,
         start_time_unix_nano=span.start_time_unix_nano,
         end_time_unix_nano=span.end_time_unix_nano or span.start_time_unix_nano,
         attributes=attributes,
         events=events,
-        status_code=_STATUS_NAMES.get(span.status.code, STATUS_UNSET),
-        status_message=span.status.message or None,
+        status_code=_STATUS_NAMES.get(status.code, STATUS_UNSET),
+        status_message=status.message or None,
         kind=_KIND_NAMES.get(span.kind, "INTERNAL"),
         scope_name=scope_name,
-        parent_is_remote=parent_is_remote,
+        parent_is_remote=bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE),
         resource=resource,
     )
 
