@@ -46,7 +46,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     import gc
 
     from .evaluators import build_configured_evaluators
-    from .offline import Gate, evaluate_files, evaluate_files_parallel, print_text, to_json
+    from .offline import (
+        Gate,
+        evaluate_files,
+        evaluate_files_parallel,
+        print_text,
+        to_json,
+    )
 
     try:
         from .otlp import OTLPDecodeError

@@ -22,9 +22,9 @@ from typing import Any, TextIO
 from .assemble import assemble
 from .conversations import stitch
 from .evaluators.base import Evaluator, safe_evaluate
+from .metadata import NO_RESOURCE
 from .model import AgentTrace, EvalResult
 from .pipeline import flatten
-from .metadata import NO_RESOURCE
 from .records import LogRecordData, SpanRecord
 
 
@@ -132,7 +132,7 @@ def read_files(paths: Sequence[str | Path]) -> list[SpanRecord]:
 
 # --------------------------------------------------------------------------- reading at scale
 
-DEFAULT_MAX_BUFFERED_RECORDS = 100_000
+DEFAULT_MAX_BUFFERED_RECORDS = 50_000
 """Span and log records held in memory while reading, grouped by trace; beyond, spilled to disk."""
 _BUCKET_BITS = 6  # 64 spill files per level, chosen by successive 6-bit slices of the trace id
 _MASK = (1 << _BUCKET_BITS) - 1
@@ -243,7 +243,7 @@ class _Spill:
     def __init__(self, directory: str | Path | None, level: int) -> None:
         self._shift = level * _BUCKET_BITS
         self._dir = tempfile.TemporaryDirectory(prefix="otel-agent-eval-spill-", dir=directory)
-        self._files = [open(Path(self._dir.name) / f"{i:02d}", "w+b") for i in range(_MASK + 1)]  # noqa: SIM115
+        self._files = [open(Path(self._dir.name) / f"{i:02d}", "w+b") for i in range(_MASK + 1)]
         self._counts = [0] * (_MASK + 1)
         self.level = level
 

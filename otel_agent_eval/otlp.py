@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
@@ -25,9 +27,17 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
 from . import otlp_json
-from .otlp_json import OTLPDecodeError
 from .metadata import resource_metadata
-from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord, unchecked_span_record
+from .otlp_json import OTLPDecodeError
+from .records import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    LogRecordData,
+    SpanEvent,
+    SpanRecord,
+    unchecked_span_record,
+)
 
 __all__ = [
     "LogRecordData",
@@ -38,8 +48,8 @@ __all__ = [
     "decode_logs_protobuf",
     "decode_traces_json",
     "decode_traces_protobuf",
-    "log_records_from_request",
     "iter_trace_file",
+    "log_records_from_request",
     "read_trace_file",
     "spans_from_request",
 ]

@@ -19,7 +19,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .metadata import resource_metadata
-from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord, unchecked_span_record
+from .records import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    LogRecordData,
+    SpanEvent,
+    SpanRecord,
+    unchecked_span_record,
+)
 
 try:
     import orjson

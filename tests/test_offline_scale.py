@@ -21,15 +21,16 @@ import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_otlp import to_otlp_json
 
-from otel_agent_eval.demo import SCENARIOS  # noqa: E402
-from otel_agent_eval.config import Settings  # noqa: E402
-from otel_agent_eval.evaluators import build_evaluators as _build  # noqa: E402
-from otel_agent_eval.offline import (  # noqa: E402
+from otel_agent_eval.config import Settings
+from otel_agent_eval.demo import SCENARIOS
+from otel_agent_eval.evaluators import build_evaluators as _build
+from otel_agent_eval.offline import (
     TraceGroups,
     budget_share,
     evaluate_files,
@@ -38,8 +39,7 @@ from otel_agent_eval.offline import (  # noqa: E402
     read_traces,
     split_files,
 )
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn  # noqa: E402
-from test_otlp import to_otlp_json  # noqa: E402
+from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
 
 CLI = [sys.executable, "-m", "otel_agent_eval"]
 
@@ -221,5 +221,5 @@ def test_cli_jobs_merges_one_report(tmp_path: Path) -> None:
     one, three = run(), run("--jobs", "3")
     assert three["traces_read"] == one["traces_read"] == 9
     assert three["totals"] == one["totals"]
-    key = lambda run: run["trace"]["trace_id"]  # noqa: E731
+    key = lambda run: run["trace"]["trace_id"]
     assert sorted(three["agent_runs"], key=key) == sorted(one["agent_runs"], key=key)
