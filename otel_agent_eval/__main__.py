@@ -1,3 +1,4 @@
 from .cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a `--jobs` worker process imports it (spawn)
+    raise SystemExit(main())

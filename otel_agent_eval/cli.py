@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError
+from .offline import DEFAULT_MAX_BUFFERED_RECORDS
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -45,10 +46,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import json
+    import functools
+    import gc
 
     from .evaluators import build_configured_evaluators
-    from .offline import evaluate_records, print_text, read_files, to_json
+    from .offline import evaluate_files, evaluate_files_parallel, print_text, to_json
 
     try:
         from .otlp import OTLPDecodeError
@@ -56,21 +58,27 @@ def _evaluate(args: argparse.Namespace) -> int:
         return _missing_otlp_extra("evaluate")
 
     settings = _settings(args)
+    # A batch job that allocates millions of long-lived objects and makes no cycles of
+    # note: the cyclic collector's full passes cost up to a third of the run otherwise.
+    gc.set_threshold(100_000, 50, 1000)
+    judge = None
     try:
         gates = _gates(args)
-        evaluators, judge = build_configured_evaluators(settings)
-        records = read_files(args.files)
+        if args.jobs > 1 and len(args.files) > 1:
+            build = functools.partial(build_configured_evaluators, settings)
+            report, _ = evaluate_files_parallel(args.files, args.jobs, build, gates, max_buffered_records=args.max_buffered_records)
+        else:
+            evaluators, judge = build_configured_evaluators(settings)
+            report, _ = evaluate_files(args.files, evaluators, gates, judge_concurrency=judge.settings.concurrency if judge else 1,
+                                       max_buffered_records=args.max_buffered_records)
     except (OSError, ValueError, OTLPDecodeError) as exc:
         print(f"otel-agent-eval evaluate: {exc}", file=sys.stderr)
         return 2
-    try:
-        report = evaluate_records(records, evaluators, gates, judge_concurrency=judge.settings.concurrency if judge else 1)
     finally:
         if judge is not None:
             judge.close()
     if args.format == "json":
-        json.dump(to_json(report), sys.stdout, indent=2)
-        print()
+        _write_json(to_json(report))
     else:
         print_text(report, sys.stdout)
     return 1 if report.failed_gates() else 0
@@ -135,6 +143,21 @@ def _experiment(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _write_json(document: object) -> None:
+    """Indented JSON on stdout: with orjson when installed (ten times faster on large reports)."""
+    try:
+        import orjson
+    except ImportError:
+        import json
+
+        json.dump(document, sys.stdout, indent=2)
+        print()
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    sys.stdout.buffer.flush()
+
+
 def _missing_otlp_extra(command: str) -> int:
     print(f"otel-agent-eval {command}: needs the otlp extra (protobuf, gRPC, OTLP exporters): "
           "pip install 'otel-agent-eval[otlp]'", file=sys.stderr)
@@ -185,6 +208,13 @@ def _mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="otel-agent-eval", description="Online evaluation of LLM agents through OpenTelemetry")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("files", nargs="+", help="OTLP trace files")
     _output_and_gate_flags(evaluate)
     _evaluator_flags(evaluate)
+    evaluate.add_argument("--jobs", type=int, default=1, metavar="N",
+                          help="spread the files over N processes, each with 1/N of the judge budget (default 1)")
+    evaluate.add_argument("--max-buffered-records", type=_positive_int, default=DEFAULT_MAX_BUFFERED_RECORDS, metavar="N",
+                          help="span and log records held in memory while reading; beyond, spilled to temporary files "
+                               f"(default {DEFAULT_MAX_BUFFERED_RECORDS:,})")
     evaluate.set_defaults(func=_evaluate)
     serve = commands.add_parser("serve", help="OTLP receiver (HTTP 4318, gRPC 4317) evaluating agent traces from any app")
     env = os.environ

@@ -9,14 +9,17 @@ it without knowing about protobuf exceptions.
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
@@ -24,9 +27,17 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
 from . import otlp_json
-from .otlp_json import OTLPDecodeError
 from .metadata import resource_metadata
-from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
+from .otlp_json import OTLPDecodeError
+from .records import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    LogRecordData,
+    SpanEvent,
+    SpanRecord,
+    unchecked_span_record,
+)
 
 __all__ = [
     "LogRecordData",
@@ -37,6 +48,7 @@ __all__ = [
     "decode_logs_protobuf",
     "decode_traces_json",
     "decode_traces_protobuf",
+    "iter_trace_file",
     "log_records_from_request",
     "read_trace_file",
     "spans_from_request",
@@ -91,7 +103,26 @@ def any_value_to_python(value: AnyValue) -> Any:
 
 def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
     """Turn repeated ``KeyValue`` into a dict (a later duplicate key wins)."""
-    return {kv.key: any_value_to_python(kv.value) for kv in attributes}
+    return _attributes(attributes)[0]
+
+
+_MAY_HOLD_BYTES = frozenset({"bytes_value", "array_value", "kvlist_value"})
+
+
+def _attributes(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], bool]:
+    """The dict, and whether a value may hold bytes (protobuf strings are valid UTF-8 once parsed:
+    without bytes, ``records.clean`` has nothing to do)."""
+    out: dict[str, Any] = {}
+    may_hold_bytes = False
+    for kv in attributes:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":  # the commonest case, without a call
+            out[kv.key] = value.string_value
+        else:
+            out[kv.key] = any_value_to_python(value)
+            may_hold_bytes = may_hold_bytes or kind in _MAY_HOLD_BYTES
+    return out, may_hold_bytes
 
 
 def _optional_id(raw: bytes, size: int, what: str) -> int | None:
@@ -126,32 +157,35 @@ def spans_from_request(req: ExportTraceServiceRequest) -> list[SpanRecord]:
         for s_idx, scope_spans in enumerate(resource_spans.scope_spans):
             scope_name = scope_spans.scope.name
             for p_idx, span in enumerate(scope_spans.spans):
-                where = f"resourceSpans[{r_idx}].scopeSpans[{s_idx}].spans[{p_idx}]"
-                records.append(_span_record(span, scope_name, resource, where))
+                try:
+                    records.append(_span_record(span, scope_name, resource))
+                except OTLPDecodeError as exc:  # where it is, formatted only when it fails
+                    raise OTLPDecodeError(f"resourceSpans[{r_idx}].scopeSpans[{s_idx}].spans[{p_idx}]{exc}") from None
     return records
 
 
-def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any], where: str) -> SpanRecord:
-    attributes = attributes_to_dict(span.attributes)
+def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any]) -> SpanRecord:
+    """One span; errors name the field relative to the span (``spans_from_request`` adds where it is)."""
+    attributes, may_hold_bytes = _attributes(span.attributes)
     events = tuple(
         SpanEvent(e.name, e.time_unix_nano, attributes_to_dict(e.attributes)) for e in span.events
     )
     flags = span.flags
-    parent_is_remote = bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE)
-    return SpanRecord(
-        trace_id=_required_id(span.trace_id, 16, f"{where}.traceId"),
-        span_id=_required_id(span.span_id, 8, f"{where}.spanId"),
-        parent_span_id=_optional_id(span.parent_span_id, 8, f"{where}.parentSpanId"),
+    status = span.status
+    return (SpanRecord if may_hold_bytes else unchecked_span_record)(
+        trace_id=_required_id(span.trace_id, 16, ".traceId"),
+        span_id=_required_id(span.span_id, 8, ".spanId"),
+        parent_span_id=_optional_id(span.parent_span_id, 8, ".parentSpanId"),
         name=span.name,
         start_time_unix_nano=span.start_time_unix_nano,
         end_time_unix_nano=span.end_time_unix_nano or span.start_time_unix_nano,
         attributes=attributes,
         events=events,
-        status_code=_STATUS_NAMES.get(span.status.code, STATUS_UNSET),
-        status_message=span.status.message or None,
+        status_code=_STATUS_NAMES.get(status.code, STATUS_UNSET),
+        status_message=status.message or None,
         kind=_KIND_NAMES.get(span.kind, "INTERNAL"),
         scope_name=scope_name,
-        parent_is_remote=parent_is_remote,
+        parent_is_remote=bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE),
         resource=resource,
     )
 
@@ -186,89 +220,115 @@ def _spans_or_error(req: ExportTraceServiceRequest, where: str) -> list[SpanReco
 # --------------------------------------------------------------------------- files
 
 
-def _maybe_decompress(data: bytes, path: str) -> bytes:
-    if not data.startswith(_GZIP_MAGIC):
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise OTLPDecodeError(f"{path}: corrupt or truncated gzip data: {exc}") from exc
-
-
-def _decode_json_file(data: bytes, path: str) -> list[SpanRecord]:
-    """One OTLP/JSON document, or JSON lines (Collector ``file`` exporter)."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise OTLPDecodeError(f"{path}: not UTF-8 text: {exc}") from exc
-    return [record for doc, where in otlp_json.documents(text, path) for record in otlp_json.spans(doc, where)]
-
-
-def _split_length_prefixed(data: bytes) -> list[bytes] | None:
-    """Split a stream of 4-byte big-endian length-prefixed messages, or return None."""
-    chunks: list[bytes] = []
-    pos = 0
-    while pos < len(data):
-        if pos + 4 > len(data):
-            return None
-        size = int.from_bytes(data[pos : pos + 4], "big")
-        pos += 4
-        if pos + size > len(data):
-            return None
-        chunks.append(data[pos : pos + size])
-        pos += size
-    return chunks
-
-
-def _decode_protobuf_file(data: bytes, path: str) -> list[SpanRecord]:
-    # A plain request never starts with 0x00 (field number 0 is invalid), so a leading
-    # zero byte means the Collector file exporter's length-prefixed `format: proto`.
-    if data.startswith(b"\x00"):
-        chunks = _split_length_prefixed(data)
-        if chunks is None:
-            raise OTLPDecodeError(f"{path}: truncated length-prefixed protobuf stream")
-        records: list[SpanRecord] = []
-        for i, chunk in enumerate(chunks):
-            where = f"{path} message {i + 1}"
-            what = f"{where}: ExportTraceServiceRequest"
-            req = _parse_protobuf(chunk, ExportTraceServiceRequest(), what)
-            records.extend(_spans_or_error(req, where))  # type: ignore[arg-type]
-        return records
-    req = _parse_protobuf(data, ExportTraceServiceRequest(), f"{path}: ExportTraceServiceRequest")
-    return _spans_or_error(req, path)  # type: ignore[arg-type]
-
-
 def read_trace_file(path: str | PathLike[str]) -> list[SpanRecord]:
-    """Read spans from an OTLP file, detecting the format by content.
+    """Read every span of an OTLP file (see ``iter_trace_file`` for the formats)."""
+    return [record for spans, _ in iter_trace_file(path) for record in spans]
 
-    Accepts one OTLP/JSON document, JSON lines (Collector ``file`` exporter), binary
-    protobuf, and gzip-compressed variants of each. The extension only breaks ties:
+
+Batch = tuple[list[SpanRecord], list[LogRecordData]]
+"""The spans and log records of one document (JSON) or message (protobuf) of a file."""
+
+
+def iter_trace_file(path: str | PathLike[str]) -> Iterator[Batch]:
+    """Stream an OTLP file one document or message at a time, detecting the format by content.
+
+    Accepts one OTLP/JSON document, JSON lines (Collector ``file`` exporter; a line may
+    hold traces or logs), binary protobuf (one request, or the Collector's length-prefixed
+    stream), and gzip-compressed variants of each. JSON lines and length-prefixed streams
+    are read incrementally, so memory is bounded by the largest line or message; a single
+    document or message is bounded by its own size. The extension only breaks ties:
     ``.pb``/``.bin``/``.binpb`` files are always read as protobuf.
     """
     p = Path(path)
     try:
-        data = p.read_bytes()
+        raw = p.open("rb")
     except OSError as exc:
         raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
-    data = _maybe_decompress(data, str(p))
+    with raw:
+        try:
+            compressed = raw.read(2) == _GZIP_MAGIC
+            raw.seek(0)
+            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 16) if compressed else raw  # type: ignore[arg-type]
+            yield from _iter_stream(stream, p)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise OTLPDecodeError(f"{p}: corrupt or truncated gzip data: {exc}") from exc
+        except OSError as exc:
+            raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
+
+
+def _iter_stream(stream: Any, p: Path) -> Iterator[Batch]:
     suffixes = [s.lower() for s in p.suffixes if s.lower() != ".gz"]
     if suffixes and suffixes[-1] in {".pb", ".bin", ".binpb"}:
-        return _decode_protobuf_file(data, str(p))
-    if not data.strip():
-        return []
-    if data.startswith((b"{", b"\xef\xbb\xbf")):
-        return _decode_json_file(data, str(p))
-    if data.lstrip(b" \t\r\n").startswith(b"{"):
+        yield from _protobuf_stream(stream, str(p))
+        return
+    head = stream.peek(64)
+    if not head.strip():
+        head = stream.read()  # blank so far: small or blank throughout
+        if not head.strip():
+            return
+        stream = io.BufferedReader(io.BytesIO(head))
+    if head.startswith((b"{", b"\xef\xbb\xbf")):
+        yield from _json_stream(stream, str(p))
+    elif head.lstrip(b" \t\r\n").startswith(b"{"):
         # Whitespace then '{' is JSON, or a protobuf whose first bytes happen to be
-        # 0x0a ('\n', field 1) and a length of 123 ('{'): try JSON, then protobuf.
+        # 0x0a ('\n', field 1) and a length of 123 ('{'): try JSON, then protobuf (in memory).
+        data = stream.read()
         try:
-            return _decode_json_file(data, str(p))
+            yield from _json_stream(io.BufferedReader(io.BytesIO(data)), str(p))
         except OTLPDecodeError as json_error:
             try:
-                return _decode_protobuf_file(data, str(p))
+                batches = list(_protobuf_stream(io.BufferedReader(io.BytesIO(data)), str(p)))
             except OTLPDecodeError:
                 raise json_error from None
-    return _decode_protobuf_file(data, str(p))
+            yield from batches
+    else:
+        yield from _protobuf_stream(stream, str(p))
+
+
+def _json_batch(doc: Any, where: str, raw: bytes = b"") -> Batch:
+    logs = list(otlp_json.log_records(doc, where)) if type(doc) is dict and ("resourceLogs" in doc or "resource_logs" in doc) else []
+    return list(otlp_json.spans(doc, where, utf8_text=bool(raw) and otlp_json.utf8_text(raw))), logs
+
+
+def _json_stream(stream: Any, path: str) -> Iterator[Batch]:
+    """JSON lines, one document per line; or, when the first line is not a whole document,
+    one (pretty-printed) document over the whole file."""
+    first = True
+    for number, line in enumerate(stream, start=1):
+        if first:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+        if not line.strip():
+            continue
+        if first:
+            first = False
+            try:
+                doc = otlp_json.parse(line)
+            except otlp_json.JSON_ERRORS:
+                yield _json_batch(otlp_json.load(line + stream.read(), path), path)
+                return
+            yield _json_batch(doc, path if not stream.peek(1) else f"{path} line {number}", line)
+            continue
+        where = f"{path} line {number}"
+        yield _json_batch(otlp_json.load(line, where), where, line)
+
+
+def _protobuf_stream(stream: Any, path: str) -> Iterator[Batch]:
+    # A plain request never starts with 0x00 (field number 0 is invalid), so a leading
+    # zero byte means the Collector file exporter's length-prefixed `format: proto`.
+    if not stream.peek(1).startswith(b"\x00"):
+        data = stream.read()
+        req = _parse_protobuf(data, ExportTraceServiceRequest(), f"{path}: ExportTraceServiceRequest")
+        yield _spans_or_error(req, path), []  # type: ignore[arg-type]
+        return
+    number = 0
+    while prefix := stream.read(4):
+        number += 1
+        chunk = stream.read(int.from_bytes(prefix, "big")) if len(prefix) == 4 else b""
+        if len(prefix) < 4 or len(chunk) < int.from_bytes(prefix, "big"):
+            raise OTLPDecodeError(f"{path}: truncated length-prefixed protobuf stream (message {number})")
+        where = f"{path} message {number}"
+        req = _parse_protobuf(chunk, ExportTraceServiceRequest(), f"{where}: ExportTraceServiceRequest")
+        yield _spans_or_error(req, where), []  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- logs

@@ -15,11 +15,19 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .metadata import resource_metadata
-from .records import STATUS_ERROR, STATUS_OK, STATUS_UNSET, LogRecordData, SpanEvent, SpanRecord
+from .records import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    LogRecordData,
+    SpanEvent,
+    SpanRecord,
+    unchecked_span_record,
+)
 
 try:
     import orjson
@@ -29,6 +37,10 @@ try:
 except ImportError:  # pragma: no cover - the standard library is the fallback
     _loads = json.loads
     _JSON_ERRORS = (json.JSONDecodeError,)
+
+parse: Any = _loads
+"""The JSON parser in use (orjson's or the standard library's): bytes or str in, raises ``JSON_ERRORS``."""
+JSON_ERRORS = _JSON_ERRORS
 
 
 class OTLPDecodeError(ValueError):
@@ -43,6 +55,13 @@ _STATUSES = {0: STATUS_UNSET, 1: STATUS_OK, 2: STATUS_ERROR, "STATUS_CODE_UNSET"
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def utf8_text(raw: bytes) -> bool:
+    """Whether the document parsed from ``raw`` holds only UTF-8-clean text and no bytes values:
+    orjson refuses lone surrogates (the standard library accepts them), and only a
+    ``bytesValue`` gives bytes."""
+    return _loads is not json.loads and b"bytes" not in raw
 
 
 def load(text: str | bytes, where: str) -> Any:
@@ -155,7 +174,7 @@ def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
     return node.get(snake) if value is None else value
 
 
-def _span(span: Any, scope_name: str, resource: Mapping[str, Any]) -> SpanRecord:
+def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = SpanRecord) -> SpanRecord:
     """One span object; errors name the field relative to the span (``spans()`` adds where it is)."""
     if type(span) is not dict:
         raise OTLPDecodeError(f": expected a JSON object, got {type(span).__name__}")
@@ -179,7 +198,7 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any]) -> SpanRecord
     start = start if type(start) is int else _int(start, ".startTimeUnixNano")
     end = _field(span, "endTimeUnixNano", "end_time_unix_nano")
     end = end if type(end) is int else _int(end, ".endTimeUnixNano")
-    return SpanRecord(
+    return make(
         trace_id=_required_id(_field(span, "traceId", "trace_id"), 16, ".traceId"),
         span_id=_required_id(_field(span, "spanId", "span_id"), 8, ".spanId"),
         parent_span_id=_id(_field(span, "parentSpanId", "parent_span_id"), 8, ".parentSpanId"),
@@ -201,8 +220,13 @@ def _not_object(where: str, value: Any) -> Any:
     raise OTLPDecodeError(f"{where}: expected a JSON object, got {type(value).__name__}")
 
 
-def spans(doc: Any, where: str) -> Iterator[SpanRecord]:
-    """The spans of one ``ExportTraceServiceRequest`` document."""
+def spans(doc: Any, where: str, *, utf8_text: bool = False) -> Iterator[SpanRecord]:
+    """The spans of one ``ExportTraceServiceRequest`` document.
+
+    ``utf8_text``: the caller knows every string in ``doc`` encodes as UTF-8 and no value
+    is bytes (see ``utf8_text``), so records skip ``records.clean``.
+    """
+    make = unchecked_span_record if utf8_text else SpanRecord
     doc = _object(doc, where)
     for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", f"{where}: ExportTraceServiceRequest")):
         r_where = f"{where}: resourceSpans[{r}]"
@@ -214,7 +238,7 @@ def spans(doc: Any, where: str) -> Iterator[SpanRecord]:
             scope_name = str((scope_spans.get("scope") or {}).get("name") or "")
             for p, span in enumerate(_list(scope_spans, "spans", "spans", s_where)):
                 try:
-                    yield _span(span, scope_name, resource)
+                    yield _span(span, scope_name, resource, make)
                 except OTLPDecodeError as exc:  # where it is, formatted only when it fails
                     raise OTLPDecodeError(f"{s_where}.spans[{p}]{exc}") from None
 
@@ -241,17 +265,3 @@ def log_records(doc: Any, where: str) -> Iterator[LogRecordData]:
                     attributes=attrs,
                     body=any_value(body, f"{l_where}.body") if body is not None else None,
                 )
-
-
-def documents(text: str, where: str) -> Iterable[tuple[Any, str]]:
-    """One JSON document, or JSON lines (the Collector ``file`` exporter): (document, where) pairs."""
-    stripped = text.strip()
-    if not stripped:
-        return []
-    try:
-        return [(_loads(stripped), where)]
-    except _JSON_ERRORS as whole:
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-        if len(lines) < 2:
-            raise OTLPDecodeError(f"{where}: invalid JSON: {whole}") from whole
-        return ((load(line, f"{where} line {n}"), f"{where} line {n}") for n, line in lines)

@@ -7,7 +7,7 @@ files) or by hand in tests, so that assembly never depends on where a span came 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import Any
 
 from .metadata import NO_RESOURCE, sdk_resource_metadata
@@ -138,6 +138,23 @@ class LogRecordData:
     event_name: str | None
     attributes: Mapping[str, Any] = field(default_factory=dict)
     body: Any = None
+
+
+_SPAN_FIELDS = tuple(SpanRecord.__dataclass_fields__)
+_DEFAULTS: dict[str, Any] = {
+    name: f.default_factory() if f.default_factory is not MISSING else f.default  # type: ignore[misc]
+    for name, f in SpanRecord.__dataclass_fields__.items()
+}
+_set = object.__setattr__
+
+
+def unchecked_span_record(**fields: Any) -> SpanRecord:
+    """A ``SpanRecord`` whose text is known to be clean already (decoded by a parser that refuses
+    invalid UTF-8, no bytes values): ``clean`` skipped, a third of the cost of decoding a span."""
+    record = object.__new__(SpanRecord)
+    for name in _SPAN_FIELDS:
+        _set(record, name, fields[name] if name in fields else _DEFAULTS[name])
+    return record
 
 
 def trace_id_hex(trace_id: int) -> str:
