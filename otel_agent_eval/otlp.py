@@ -207,7 +207,7 @@ def decode_traces_protobuf(data: bytes) -> list[SpanRecord]:
 def decode_traces_json(text: str | bytes) -> list[SpanRecord]:
     """Decode one OTLP/JSON ``ExportTraceServiceRequest`` document (see ``otlp_json``)."""
     where = "OTLP/JSON traces"
-    return list(otlp_json.spans(otlp_json.load(text, where), where))
+    return list(otlp_json.spans(otlp_json.load(text, where), where, utf8_text=otlp_json.utf8_text(text)))
 
 
 def _spans_or_error(req: ExportTraceServiceRequest, where: str) -> list[SpanRecord]:

@@ -57,11 +57,11 @@ _IS_REMOTE = 0x200
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def utf8_text(raw: bytes) -> bool:
+def utf8_text(raw: str | bytes) -> bool:
     """Whether the document parsed from ``raw`` holds only UTF-8-clean text and no bytes values:
     orjson refuses lone surrogates (the standard library accepts them), and only a
     ``bytesValue`` gives bytes."""
-    return _loads is not json.loads and b"bytes" not in raw
+    return _loads is not json.loads and (b"bytes" if isinstance(raw, (bytes, bytearray)) else "bytes") not in raw
 
 
 def load(text: str | bytes, where: str) -> Any:
