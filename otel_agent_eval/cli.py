@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .config import ConfigError
 from .offline import DEFAULT_MAX_BUFFERED_RECORDS
@@ -97,7 +97,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from .evaluators import configure_evaluators
     from .evaluators.registry import UnknownEvaluator, import_spec
     from .experiments import (
-        Case,
+        case_evaluators,
         compare,
         failed_gates,
         load_dataset,
@@ -123,12 +123,8 @@ def _experiment(args: argparse.Namespace) -> int:
     factory = configure_evaluators(settings)
     try:
         factory.build()  # a bad evaluator spec fails before any case runs
-
-        def evaluators_for(case: Case) -> list[Any]:
-            rule = case.expectation()
-            return factory.build([rule] if rule else [], reference=case.expected_output)
-
-        report = run_experiment(cases, task, evaluators_for, concurrency=args.concurrency, progress=progress_bar(sys.stderr))
+        report = run_experiment(cases, task, case_evaluators(factory), concurrency=args.concurrency,
+                                progress=progress_bar(sys.stderr))
     finally:
         factory.close()
     comparison = compare(baseline, report) if baseline is not None else None

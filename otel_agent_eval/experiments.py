@@ -254,17 +254,43 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
     return CaseResult(case.id, len(runs), results, output, task_error, seconds)
 
 
+def case_evaluators(factory: Any) -> EvaluatorsFor:
+    """Each case's evaluators from an ``EvaluatorFactory`` (``evaluators.configure_evaluators``):
+    the case's own expectation rule first, its ``expected_output`` as task_completion's reference."""
+
+    def evaluators_for(case: Case) -> Sequence[Evaluator]:
+        rule = case.expectation()
+        return factory.build([rule] if rule else [], reference=case.expected_output)  # type: ignore[no-any-return]
+
+    return evaluators_for
+
+
 def run_experiment(
     dataset: Sequence[Case] | str | Path,
     task: Callable[[Case], Any],
-    evaluators_for: EvaluatorsFor,
+    evaluators: EvaluatorsFor | Sequence[str],
     *,
     concurrency: int = 1,
     tracer_provider: TracerProvider | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ExperimentReport:
-    """Run ``task`` over every case (``concurrency`` at a time) and evaluate each case's runs with
-    ``evaluators_for(case)``. Spans are captured from ``tracer_provider`` (default: the global one)."""
+    """Run ``task`` over every case (``concurrency`` at a time) and evaluate each case's runs.
+
+    ``evaluators``: names (any evaluator name or spec, built per case with the case's expectations,
+    judge ones through the configured judge) or a function ``case -> evaluators``. Spans are captured
+    from ``tracer_provider`` (default: the global one).
+    """
+    if not callable(evaluators):
+        from .config import Settings
+        from .evaluators import configure_evaluators
+
+        factory = configure_evaluators(Settings.load(evaluators=tuple(evaluators)))
+        try:
+            return run_experiment(dataset, task, case_evaluators(factory), concurrency=concurrency,
+                                  tracer_provider=tracer_provider, progress=progress)
+        finally:
+            factory.close()
+    evaluators_for = evaluators
     cases = load_dataset(dataset) if isinstance(dataset, (str, Path)) else list(dataset)
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")

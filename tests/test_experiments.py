@@ -133,3 +133,14 @@ def test_a_real_framework_experiment_pydantic_ai() -> None:
     assert case.runs == 1 and case.output == pa.WEATHER_ANSWER
     labels = {r.evaluator: r.label for r in case.results}
     assert labels == {"tool_call_accuracy": "pass", "loop_detection": "pass"}
+
+
+def test_evaluators_by_name_are_built_per_case_with_the_case_expectations() -> None:
+    """``run_experiment(dataset, task, ["tool_call_accuracy"])``: names, each case's own rule applied."""
+    provider = TracerProvider()
+    cases = [Case.model_validate(row) for row in ORDERS[:2]]
+    cases[1] = Case.model_validate({**ORDERS[1], "expected_tool_calls": ["refund_order", "lookup_order"]})
+    report = run_experiment(cases, refund_task(provider), ["tool_call_accuracy"], tracer_provider=provider)
+    assert [{r.evaluator: r.label for r in c.results} for c in report.cases] == [
+        {"tool_call_accuracy": "pass"}, {"tool_call_accuracy": "fail"}  # the second case expects the other order
+    ]
