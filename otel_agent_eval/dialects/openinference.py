@@ -104,7 +104,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
                 op,
                 agent_name=first_str(attrs, "agent.name", "graph.node.id") or _run_span_agent(op.record.name),
                 node_id=first_str(attrs, "graph.node.id"),
-                parent_node_id=first_str(attrs, "graph.node.parent_id"),
+                parent_node_id=_handed_over_by(attrs),
             )
         text = _io_text(attrs, "input.value", issues)
         if text:
@@ -112,6 +112,13 @@ def extract(record: SpanRecord, op: Operation) -> None:
         text = _io_text(attrs, "output.value", issues)
         if text:
             fill(op, output_messages=[Message("assistant", texts=[text])])
+
+
+def _handed_over_by(attrs: Any) -> str | None:
+    """The agent this one took over from (``graph.node.parent_id``). CrewAI's instrumentor sets it
+    to the agent of the crew's previous task: a sequential crew runs its agents as peers, none
+    hands over to the next, so a CrewAI task's agent (``crew_key`` set) names none."""
+    return None if "crew_key" in attrs else first_str(attrs, "graph.node.parent_id")
 
 
 def _fill_missing_arguments(attrs: Any, op: Operation) -> None:
