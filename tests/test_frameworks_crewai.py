@@ -14,6 +14,13 @@ from the openai instrumentor; CrewAI 1.x calls the openai client itself, no Lite
 span) and per tool call ``{tool}.run`` (TOOL: ``input.value`` the requested arguments; no call id; a
 tool that raised ends ERROR with an exception event and no output, and CrewAI sends the model
 ``Error executing tool: ...``).
+
+The instrumentor's event-listener mode (``use_event_listener=True``, for crews run through CrewAI's
+event bus; alone, without the openai instrumentor, whose spans would not join the crew's trace
+there) differs: the AGENT span is ``{role}.{task}.execute`` (``input.value`` the task as the model
+gets it), the LLM spans ``{model}.llm_call`` record a response that calls tools only as the raw
+tool-call list in ``output.value``, and the calls they echo name the tool by its Python repr
+(``'get_weather'``); a failed tool ends ERROR without an exception event.
 """
 
 from __future__ import annotations
@@ -71,6 +78,11 @@ class Run:
     path: Path
     prompts: dict[str, str]
     """Per model, the user message of its first request: the task as CrewAI renders it."""
+    mode: str
+
+    def input_of(self, role: str, model: str) -> str:
+        """The agent's input: the task's user message, or in events mode, its own ``input.value``."""
+        return self.prompts[model] if self.mode == "wrappers" else self.agent(role).attributes["input.value"]
 
     def traces(self) -> list[AgentTrace]:
         return assemble([s.record for s in self.spans])
@@ -83,7 +95,8 @@ class Run:
         return [s for s in self.spans if s.attributes.get("tool.name") == name]
 
     def agent(self, role: str) -> RecordSpan:
-        return only(self.spans, lambda s: s.name == f"{role}._execute_core")
+        return only(self.spans, lambda s: s.attributes.get("openinference.span.kind") == "AGENT"
+                    and s.attributes.get("graph.node.id") == role)
 
 
 @pytest.fixture(scope="session")
@@ -91,9 +104,9 @@ def crewai_python() -> Path:
     return framework_python("crewai")
 
 
-def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
+def run_scenario(python: Path, scenario: str, script: dict, out: Path, mode: str) -> Run:
     with scripted(script) as server:
-        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out)],
+        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out), mode],
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-4000:]
         assert server.errors == []
@@ -103,17 +116,22 @@ def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
             prompts.setdefault(request.body["model"], user[0])
     spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
     output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
-    return Run(output, [RecordSpan(r) for r in spans], out, prompts)
+    return Run(output, [RecordSpan(r) for r in spans], out, prompts, mode)
 
 
-@pytest.fixture(scope="module")
-def single(crewai_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_scenario(crewai_python, "single", SINGLE_SCRIPT, tmp_path_factory.mktemp("crewai") / "single.pb")
+MODES = ["wrappers", "events"]
 
 
-@pytest.fixture(scope="module")
-def crew(crewai_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_scenario(crewai_python, "crew", CREW_SCRIPT, tmp_path_factory.mktemp("crewai") / "crew.pb")
+@pytest.fixture(scope="module", params=MODES)
+def single(request: pytest.FixtureRequest, crewai_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp("crewai") / f"single-{request.param}.pb"
+    return run_scenario(crewai_python, "single", SINGLE_SCRIPT, out, request.param)
+
+
+@pytest.fixture(scope="module", params=MODES)
+def crew(request: pytest.FixtureRequest, crewai_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp("crewai") / f"crew-{request.param}.pb"
+    return run_scenario(crewai_python, "crew", CREW_SCRIPT, out, request.param)
 
 
 # -- one agent: parallel and failing tools ---------------------------------------------------------
@@ -123,7 +141,7 @@ def test_single_run_ended_with_the_scripted_answer(single: Run) -> None:
     assert single.output == sc.ANSWER
     (book,) = single.tools("book_table")
     assert book.record.status_code == "ERROR" and "output.value" not in book.attributes
-    assert [e.name for e in book.record.events] == ["exception"]
+    assert [e.name for e in book.record.events] == (["exception"] if single.mode == "wrappers" else [])
 
 
 def test_single_steps(single: Run) -> None:
@@ -133,7 +151,7 @@ def test_single_steps(single: Run) -> None:
     llms, (book,) = single.llms(sc.PLANNER_MODEL), single.tools("book_table")
     weather = {json.loads(s.attributes["input.value"])["city"]: s for s in single.tools("get_weather")}
     assert_traces(single.traces(), [trace(
-        single.agent("Trip planner"), "Trip planner", input=single.prompts[sc.PLANNER_MODEL], final_output=sc.ANSWER,
+        single.agent("Trip planner"), "Trip planner", input=single.input_of("Trip planner", sc.PLANNER_MODEL), final_output=sc.ANSWER,
         steps=[
             step(0, llms[0], [call(weather["Paris"], "get_weather", {"city": "Paris"}, sc.WEATHER["Paris"], call_id="call_paris"),
                               call(weather["Rome"], "get_weather", {"city": "Rome"}, sc.WEATHER["Rome"], call_id="call_rome")],
@@ -145,10 +163,11 @@ def test_single_steps(single: Run) -> None:
 
 
 def test_single_agent_input_is_the_task(single: Run) -> None:
-    """The AGENT span's ``input.value`` is the agent's configuration: the input is the user message
-    CrewAI wrote for the task (its description, then the expected output), never that JSON."""
+    """The input is the task (its description, then the expected output): in the default mode, where
+    the AGENT span's ``input.value`` is the agent's configuration as JSON, the user message CrewAI
+    wrote for the task, never that JSON."""
     (got,) = single.traces()
-    assert got.input.startswith(f"\nCurrent Task: {sc.QUESTION}\n")
+    assert got.input.startswith(f"\nCurrent Task: {sc.QUESTION}\n" if single.mode == "wrappers" else f"{sc.QUESTION}\n")
 
 
 # -- a crew of two agents --------------------------------------------------------------------------
@@ -158,13 +177,13 @@ def expected_crew(run: Run) -> list[AgentTrace]:
     weather, writer = run.llms(sc.WEATHER_MODEL), run.llms(sc.WRITER_MODEL)
     (oslo,) = run.tools("get_weather")
     return [
-        trace(run.agent("Weather researcher"), "Weather researcher", input=run.prompts[sc.WEATHER_MODEL],
+        trace(run.agent("Weather researcher"), "Weather researcher", input=run.input_of("Weather researcher", sc.WEATHER_MODEL),
               final_output=sc.RESEARCH_ANSWER, steps=[
             step(0, weather[0], [call(oslo, "get_weather", {"city": "Oslo"}, sc.WEATHER["Oslo"], call_id="call_oslo")],
                  model=sc.WEATHER_MODEL, usage=usage_of(0)),
             step(1, weather[1], model=sc.WEATHER_MODEL, usage=usage_of(1), output=sc.RESEARCH_ANSWER),
         ]),
-        trace(run.agent("Trip writer"), "Trip writer", input=run.prompts[sc.WRITER_MODEL], final_output=sc.WRITE_ANSWER,
+        trace(run.agent("Trip writer"), "Trip writer", input=run.input_of("Trip writer", sc.WRITER_MODEL), final_output=sc.WRITE_ANSWER,
               steps=[step(0, writer[0], model=sc.WRITER_MODEL, usage=usage_of(2), output=sc.WRITE_ANSWER)]),
     ]
 

@@ -95,6 +95,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
         )
         if op.output_messages is None and present(attrs.get("llm.choices.0.completion.text")):
             op.output_messages = [Message("assistant", texts=[str(attrs["llm.choices.0.completion.text"])])]
+        if op.output_messages is None and present(attrs.get("output.value")):
+            op.output_messages = _bare_tool_calls(attrs["output.value"], issues)
         _fill_missing_arguments(attrs, op)
     elif op.kind == TOOL:
         _extract_tool(attrs, op)
@@ -114,11 +116,38 @@ def extract(record: SpanRecord, op: Operation) -> None:
             fill(op, output_messages=[Message("assistant", texts=[text])])
 
 
+def _bare_tool_calls(value: Any, issues: list[str]) -> list[Message] | None:
+    """A response recorded only as its tool calls, ``output.value`` a JSON list of chat
+    ``{id, function: {name, arguments}}`` (CrewAI's event-listener LLM spans, which flatten no
+    output message when the model called tools): one assistant message requesting them."""
+    text = as_str(value)
+    if not text or not text.startswith("[{"):
+        return None
+    raw = maybe_json(text, "output.value", issues)
+    if not isinstance(raw, list):
+        return None
+    calls = []
+    for item in raw:
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not present(function.get("name")):
+            return None
+        arguments = parse_json_value(function.get("arguments"), "output.value tool_call arguments", issues)
+        calls.append(RequestedCall(str(function["name"]), arguments, as_str(item.get("id"))))
+    return [Message("assistant", tool_calls=calls)]
+
+
+def _unquoted(name: str) -> str:
+    """A tool name recorded as its Python repr (``'get_weather'``: CrewAI's event-listener LLM
+    spans, for the calls echoed in their input) is the name."""
+    return name[1:-1] if len(name) > 2 and name[0] == name[-1] == "'" else name
+
+
 def _handed_over_by(attrs: Any) -> str | None:
     """The agent this one took over from (``graph.node.parent_id``). CrewAI's instrumentor sets it
     to the agent of the crew's previous task: a sequential crew runs its agents as peers, none
-    hands over to the next, so a CrewAI task's agent (``crew_key`` set) names none."""
-    return None if "crew_key" in attrs else first_str(attrs, "graph.node.parent_id")
+    hands over to the next, so a CrewAI task's agent (``task_id`` set, in both of the
+    instrumentor's modes) names none."""
+    return None if "task_id" in attrs else first_str(attrs, "graph.node.parent_id")
 
 
 def _fill_missing_arguments(attrs: Any, op: Operation) -> None:
@@ -290,7 +319,7 @@ def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
             issues.append(f"{prefix}.message.tool_calls.{index}: no function name")
             continue
         arguments = parse_json_value(call.get("function.arguments"), f"{prefix} tool_call arguments", issues)
-        message.tool_calls.append(RequestedCall(str(name), arguments, as_str(call.get("id"))))
+        message.tool_calls.append(RequestedCall(_unquoted(str(name)), arguments, as_str(call.get("id"))))
     if "function_call_name" in fields:  # legacy OpenAI function calling
         arguments = parse_json_value(fields.get("function_call_arguments_json"), f"{prefix} function_call arguments", issues)
         message.tool_calls.append(RequestedCall(str(fields["function_call_name"]), arguments))

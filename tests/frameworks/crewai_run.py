@@ -13,8 +13,9 @@ Scenarios:
   ``get_weather`` for Oslo and answers; ``Trip writer`` (that answer as its task's context) answers.
 
 MODE ``wrappers`` (the default, the instrumentor's recommended mode: it wraps CrewAI's methods) or
-``events`` (``use_event_listener=True``: spans from CrewAI's event bus, LLM spans from its
-``LLMCall*`` events around the openai instrumentor's).
+``events`` (``use_event_listener=True``, for CrewAI run through its event bus: spans from CrewAI's
+events, LLM spans from its ``LLMCall*`` events; alone, as the openai instrumentor's spans would
+not join the crew's trace in that mode).
 
 Self-contained on purpose: this venv has neither the project nor its test helpers.
 """
@@ -84,9 +85,13 @@ def main(scenario: str, base_url: str, out: str, mode: str = "wrappers") -> None
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentors = [CrewAIInstrumentor(), OpenAIInstrumentor()]
-    instrumentors[0].instrument(tracer_provider=provider, use_event_listener=mode == "events")
-    instrumentors[1].instrument(tracer_provider=provider)
+    if mode == "events":  # the LLM spans come from CrewAI's events: no openai instrumentor
+        CrewAIInstrumentor().instrument(tracer_provider=provider, use_event_listener=True)
+        instrumentors = []
+    else:
+        instrumentors = [CrewAIInstrumentor(), OpenAIInstrumentor()]
+        for instrumentor in instrumentors:
+            instrumentor.instrument(tracer_provider=provider)
     try:
         output = SCENARIOS[scenario](base_url)
     finally:
