@@ -61,6 +61,11 @@ SINGLE_SCRIPT = {
         text(sc.ANSWER),
     ],
 }
+DELEGATE_ARGS = {"task": sc.RESEARCH_TASK, "context": "A trip to Oslo.", "coworker": "Weather researcher"}
+DELEGATE_SCRIPT = {
+    sc.PLANNER_MODEL: [tool_calls(("call_ask", "delegate_work_to_coworker", DELEGATE_ARGS)), text(sc.WRITE_ANSWER)],
+    sc.WEATHER_MODEL: [tool_calls(("call_oslo", "get_weather", {"city": "Oslo"})), text(sc.RESEARCH_ANSWER)],
+}
 CREW_SCRIPT = {
     sc.WEATHER_MODEL: [tool_calls(("call_oslo", "get_weather", {"city": "Oslo"})), text(sc.RESEARCH_ANSWER)],
     sc.WRITER_MODEL: [text(sc.WRITE_ANSWER)],
@@ -205,6 +210,46 @@ def test_crew_agents_are_peers(crew: Run) -> None:
     its task (the writer's with the researcher's answer as context) and its own final text."""
     assert_traces(crew.traces(), expected_crew(crew))
     assert sc.RESEARCH_ANSWER in crew.traces()[1].input
+
+
+# -- delegation to a coworker ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def delegate(crewai_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp("crewai") / "delegate.pb"
+    return run_scenario(crewai_python, "delegate", DELEGATE_SCRIPT, out, "wrappers")
+
+
+def test_delegate_run_ended_with_the_scripted_answer(delegate: Run) -> None:
+    assert delegate.output == sc.WRITE_ANSWER
+    (tool,) = delegate.tools("Delegate work to coworker")  # the model calls it delegate_work_to_coworker
+    assert [s.name for s in delegate.spans if s.attributes.get("openinference.span.kind") == "AGENT"] == [
+        "Trip planner._execute_core"]  # the coworker runs inside the tool span, with no AGENT span
+
+
+def test_delegate_call_is_the_requested_one(delegate: Run) -> None:
+    """The delegation tool span (``tool.name`` ``Delegate work to coworker``) is the model's
+    ``delegate_work_to_coworker`` call, not a second, unrequested call: its model-facing name is
+    the first line of CrewAI's ``tool.description``."""
+    (planner,) = delegate.traces()
+    first = planner.steps[0]
+    assert [(c.name, c.arguments, c.call_id, c.requested, c.result) for c in first.tool_calls] == [
+        ("delegate_work_to_coworker", DELEGATE_ARGS, "call_ask", True, sc.RESEARCH_ANSWER)]
+    assert first.issues == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "CrewAI + OpenInference records no AGENT span for a coworker run through `Delegate work to coworker`: "
+    "its LLM and tool spans sit under the delegation TOOL span, and the coworker is named only in that "
+    "tool's arguments (`coworker`). Assembly gives the planner 4 steps (the coworker's 2 among them) and "
+    "loses the nested get_weather's result; expected: the planner with 2 steps and a child `Weather "
+    "researcher` (2 steps) linked to step 0"))
+def test_delegate_coworker_is_a_child_agent(delegate: Run) -> None:
+    (planner,) = delegate.traces()
+    got = [(t.agent_name, len(t.steps), t.parent_step_index, t.final_output) for t in all_traces([planner])]
+    assert got == [("Trip planner", 2, None, sc.WRITE_ANSWER), ("Weather researcher", 2, 0, sc.RESEARCH_ANSWER)]
+    assert planner.children[0].steps[0].tool_calls[0].result == sc.WEATHER["Oslo"]
 
 
 # -- offline evaluation of the exported file -------------------------------------------------------

@@ -136,6 +136,17 @@ def _bare_tool_calls(value: Any, issues: list[str]) -> list[Message] | None:
     return [Message("assistant", tool_calls=calls)]
 
 
+_CREWAI_TOOL_NAME = re.compile(r"Tool Name: ([^\n]+)\n")
+
+
+def _crewai_tool_name(attrs: Any) -> str | None:
+    """The name the model calls a CrewAI tool by (``delegate_work_to_coworker``), which its
+    ``tool.name`` (``Delegate work to coworker``) is not: the first line of CrewAI's description."""
+    description = attrs.get("tool.description")
+    match = _CREWAI_TOOL_NAME.match(description) if isinstance(description, str) else None
+    return match.group(1).strip() if match else None
+
+
 def _unquoted(name: str) -> str:
     """A tool name recorded as its Python repr (``'get_weather'``: CrewAI's event-listener LLM
     spans, for the calls echoed in their input) is the name."""
@@ -185,7 +196,7 @@ def _raw_calls(value: Any, found: dict[str, Any], depth: int) -> None:
 
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
-    fill(op, tool_name=first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
+    fill(op, tool_name=_crewai_tool_name(attrs) or first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
     if op.tool_name is None and (op.record.name == "handoff" or op.record.name.startswith("handoff to ")):
         # OpenAI Agents handoff: input.value / output.value name the source and target agents;
         # the tool the model called (transfer_to_...) is not recorded.

@@ -11,6 +11,8 @@ Scenarios:
   for Paris and Rome in one response (parallel), then ``book_table``, which raises, then answers.
 - ``crew``: a crew of two agents with a task each, run in sequence: ``Weather researcher`` calls
   ``get_weather`` for Oslo and answers; ``Trip writer`` (that answer as its task's context) answers.
+- ``delegate``: ``Trip planner`` (``allow_delegation=True``) calls CrewAI's ``delegate_work_to_coworker``
+  tool for ``Weather researcher``, which calls ``get_weather`` for Oslo and answers; the planner answers.
 
 MODE ``wrappers`` (the default, the instrumentor's recommended mode: it wraps CrewAI's methods) or
 ``events`` (``use_event_listener=True``, for CrewAI run through its event bus: spans from CrewAI's
@@ -78,7 +80,16 @@ def run_crew(base_url: str) -> str:
     return str(Crew(agents=[researcher, writer], tasks=[research, write], process=Process.sequential, verbose=False).kickoff())
 
 
-SCENARIOS = {"single": run_single, "crew": run_crew}
+def run_delegate(base_url: str) -> str:
+    planner = Agent(role="Trip planner", goal="Plan trips", backstory="You plan trips.", llm=llm(base_url, PLANNER_MODEL),
+                    allow_delegation=True, max_iter=3, verbose=False)
+    researcher = Agent(role="Weather researcher", goal="Find the weather", backstory="You know the weather.",
+                       tools=[get_weather], llm=llm(base_url, WEATHER_MODEL), allow_delegation=False, max_iter=3, verbose=False)
+    task = Task(description=WRITE_TASK, expected_output="One sentence.", agent=planner)
+    return str(Crew(agents=[planner, researcher], tasks=[task], process=Process.sequential, verbose=False).kickoff())
+
+
+SCENARIOS = {"single": run_single, "crew": run_crew, "delegate": run_delegate}
 
 
 def main(scenario: str, base_url: str, out: str, mode: str = "wrappers") -> None:
