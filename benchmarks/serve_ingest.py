@@ -1,27 +1,34 @@
 #!/usr/bin/env python
-"""``otel-agent-eval serve`` ingest benchmark: spans/s over OTLP/HTTP and OTLP/gRPC, memory per buffered trace.
+"""``otel-agent-eval serve``: spans per CPU-second with every trace admitted, assembled and
+deterministically evaluated, results exported; memory per buffered trace.
 
-The server runs as a subprocess pinned to one core (``os.sched_setaffinity``, when the
-platform has it); the client runs here, pinned to another core when there is one, and
-sends pre-encoded ``ExportTraceServiceRequest``s (512 spans each, built once by the real
-SDK running the scripted agents, so the client costs little) from 4 concurrent senders.
+What is measured, per transport (a fresh ``serve`` subprocess each):
 
-- *ingest*: spans accepted per second (HTTP 200 / gRPC OK, partial success subtracted),
-  measured from the first request to the moment the collector thread has drained the
-  intake (``agent_eval_server_intake_spans`` back to 0), so the buffering work is in the
-  figure, not only the request handling. Refused requests (429 / RESOURCE_EXHAUSTED:
-  backpressure) are retried after 5 ms and counted.
-- *memory*: a fresh server with settle delay and idle timeout of 10 minutes, so every
-  trace stays buffered; RSS delta (``/proc/<pid>/status`` VmRSS) / buffered traces.
+- the server: admission off (``MAX_TRACES_PER_SECOND=0``), no evaluation rate cap, queues large
+  enough that nothing is dropped (checked: the run fails if anything is), the four default
+  deterministic evaluators, results exported over OTLP/HTTP to a receiver in this process (so
+  the result export's CPU is in the figure);
+- the clients: 4 threads of the real OpenTelemetry Python exporters, each ``export()``-ing
+  512-span batches of ``ReadableSpan``s (whole agent runs under an HTTP root, made once by the
+  real SDK running the demo's scripted agents): ``OTLPSpanExporter`` http/protobuf and gRPC.
+  No Python exporter speaks OTLP/HTTP JSON, so for JSON the same batches are sent as pre-encoded
+  OTLP/JSON bodies (hex ids, as the spec says) with ``requests``;
+- the figure: spans / CPU-seconds of the serve process (``/proc/<pid>/stat`` utime + stime: all
+  its threads) from just before the first batch to the moment every run is evaluated and every
+  evaluation span and result record has reached the receiver. Wall time is printed too, but on a
+  shared machine it says little; CPU time does not depend on what else runs.
+- memory: a fresh server with settle delay and idle timeout of 10 minutes, admission off, so
+  every trace stays buffered; RSS delta (``VmRSS``) / buffered traces, once all are buffered.
 
-Evaluation runs too, capped by the default token bucket (50 traces/s), as in production.
+The server is pinned to one CPU and the clients to another when there are two.
 
-Usage:  python benchmarks/serve_ingest.py [--requests 60] [--quick]
+Usage:  python benchmarks/serve_ingest.py [--requests 40] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -30,50 +37,81 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
-from otel_agent_eval.demo import SCENARIOS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from otel_agent_eval.demo import SCENARIOS  # noqa: E402
+from tests.test_server_helpers import Receiver  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 SENDERS = 4
+GOALS = {"http/protobuf": 20_000, "grpc": 20_000, "http/json": 10_000}
+EVALUATORS = 4
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def build_requests(count: int) -> tuple[list[bytes], int, int]:
-    """``count`` requests of ~512 spans of whole agent traces (HTTP span + agent run); (requests, spans, traces)."""
+def build_batches(count: int) -> tuple[list[list[ReadableSpan]], int, int]:
+    """``count`` batches of ~512 spans of whole agent runs (HTTP span + agent run); (batches, spans, traces)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("bench-app")
-    requests, spans, traces = [], 0, 0
+    batches, spans, traces = [], 0, 0
+    i = 0
     for _ in range(count):
         exporter.clear()
-        i = 0
         while len(exporter.get_finished_spans()) < SPANS_PER_REQUEST - 16:
             scenario = SCENARIOS[i % len(SCENARIOS)]
             i += 1
             with tracer.start_as_current_span("POST /agent", kind=SpanKind.SERVER):
                 scenario.agent.run(tracer, scenario.task, scenario.turns)
             traces += 1
-        batch = exporter.get_finished_spans()
+        batch = list(exporter.get_finished_spans())
         spans += len(batch)
-        requests.append(encode_spans(batch).SerializeToString())
+        batches.append(batch)
     provider.shutdown()
-    return requests, spans, traces
+    return batches, spans, traces
+
+
+def otlp_json(batch: Sequence[ReadableSpan]) -> bytes:
+    """OTLP/JSON of a batch: proto3 JSON with hex trace and span ids."""
+    doc = json_format.MessageToDict(encode_spans(batch), use_integers_for_enums=True)
+    for resource in doc["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key):
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class Server:
-    def __init__(self, cpu: int | None, env: dict[str, str]) -> None:
+    def __init__(self, cpu: int | None, env: dict[str, str], export_to: str | None) -> None:
         self.out = tempfile.NamedTemporaryFile("w+", suffix=".out", delete=False)
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        full_env.update(PYTHONUNBUFFERED="1", OTEL_AGENT_EVAL_MAX_BUFFERED_TRACES="200000",
-                        OTEL_AGENT_EVAL_MAX_INTAKE_SPANS="50000", **env)
+        full_env.update(
+            PYTHONUNBUFFERED="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+            OTEL_AGENT_EVAL_MAX_TRACES_PER_SECOND="0", OTEL_AGENT_EVAL_MAX_EVALUATIONS_PER_SECOND="0",
+            OTEL_AGENT_EVAL_MAX_BUFFERED_TRACES="200000", OTEL_AGENT_EVAL_MAX_INTAKE_SPANS="1000000",
+            OTEL_AGENT_EVAL_MAX_BUFFERED_BYTES="0", OTEL_AGENT_EVAL_MAX_QUEUED_EVALUATIONS="100000",
+            OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS="0.2",
+            OTEL_AGENT_EVAL_EXPORT_MAX_QUEUED_SPANS="100000", OTEL_AGENT_EVAL_EXPORT_MAX_QUEUED_LOG_RECORDS="400000",
+            OTEL_BSP_SCHEDULE_DELAY="200", OTEL_BLRP_SCHEDULE_DELAY="200",
+        )
+        full_env.update(env)
+        if export_to:
+            full_env.update(OTEL_EXPORTER_OTLP_ENDPOINT=export_to, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
 
         def pin() -> None:
             if cpu is not None:
@@ -94,9 +132,18 @@ class Server:
                 raise SystemExit("server did not start")
             time.sleep(0.05)
 
-    def metric(self, name: str) -> float:
+    def metrics(self) -> dict[str, float]:
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.ports['admin']}/metrics", timeout=10).read().decode()
-        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                out[sample.name] = out.get(sample.name, 0.0) + sample.value
+        return out
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the server process, all threads (fields 14 and 15 of /proc/<pid>/stat)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -107,144 +154,171 @@ class Server:
     def stop(self) -> None:
         self.proc.terminate()
         try:
-            self.proc.wait(30)
+            self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
         os.unlink(self.out.name)
 
 
-def send_all(send, requests: list[bytes]) -> tuple[int, int]:
-    """Send every request from SENDERS threads; returns (rejected spans, refused attempts)."""
+def send_all(make_sender: Callable[[], Callable[[Any], bool]], items: list[Any]) -> int:
+    """Send every item from SENDERS threads, each with its own client; returns failed sends."""
     lock = threading.Lock()
-    queue = list(requests)
-    totals = [0, 0]
+    queue = list(items)
+    failures = [0]
 
-    def sender() -> None:
+    def run() -> None:
+        send = make_sender()
         while True:
             with lock:
                 if not queue:
                     return
-                body = queue.pop()
-            while True:
-                outcome = send(body)
-                if outcome is None:  # refused: backpressure
-                    with lock:
-                        totals[1] += 1
-                    time.sleep(0.005)
-                    continue
+                item = queue.pop()
+            if not send(item):
                 with lock:
-                    totals[0] += outcome
-                break
+                    failures[0] += 1
 
-    threads = [threading.Thread(target=sender) for _ in range(SENDERS)]
+    threads = [threading.Thread(target=run) for _ in range(SENDERS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return totals[0], totals[1]
+    return failures[0]
 
 
-def http_sender(port: int):
+def sender_factory(kind: str, server: Server) -> Callable[[], Callable[[Any], bool]]:
+    if kind == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        def make() -> Callable[[Any], bool]:
+            exporter = HttpExporter(endpoint=f"http://127.0.0.1:{server.ports['http']}/v1/traces", timeout=60)
+            return lambda batch: exporter.export(batch) == SpanExportResult.SUCCESS
+        return make
+    if kind == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        def make() -> Callable[[Any], bool]:
+            exporter = GrpcExporter(endpoint=f"127.0.0.1:{server.ports['grpc']}", insecure=True, timeout=60)
+            return lambda batch: exporter.export(batch) == SpanExportResult.SUCCESS
+        return make
     import requests as http
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-    local = threading.local()
+    def make() -> Callable[[Any], bool]:
+        session = http.Session()
+        url = f"http://127.0.0.1:{server.ports['http']}/v1/traces"
 
-    def send(body: bytes) -> int | None:
-        if not hasattr(local, "session"):
-            local.session = http.Session()
-        r = local.session.post(f"http://127.0.0.1:{port}/v1/traces", data=body,
-                               headers={"Content-Type": "application/x-protobuf"}, timeout=30)
-        if r.status_code in (429, 503):
-            return None
-        r.raise_for_status()
-        return ExportTraceServiceResponse.FromString(r.content).partial_success.rejected_spans
-
-    return send
+        def send(body: bytes) -> bool:
+            while True:
+                r = session.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=60)
+                if r.status_code not in (429, 503):
+                    return r.status_code == 200 and "rejectedSpans" not in r.text
+                time.sleep(0.05)
+        return send
+    return make
 
 
-def grpc_sender(port: int):
-    import grpc
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stub = trace_service_pb2_grpc.TraceServiceStub(channel)
-
-    def send(body: bytes) -> int | None:
-        try:
-            return stub.Export(ExportTraceServiceRequest.FromString(body), timeout=30).partial_success.rejected_spans
-        except grpc.RpcError as error:
-            if error.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
-                return None
-            raise
-
-    return send
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.05)
 
 
-def measure_ingest(kind: str, requests: list[bytes], spans: int, cpus: tuple[int | None, int | None]) -> dict:
-    server = Server(cpus[0], {})
+def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None) -> dict[str, Any]:
+    receiver = Receiver()
+    server = Server(cpu, {}, receiver.endpoint)
     try:
-        send = http_sender(server.ports["http"]) if kind == "http" else grpc_sender(server.ports["grpc"])
-        send(requests[0])  # warm up (connection, first imports)
+        items: list[Any] = [otlp_json(b) for b in batches] if kind == "http/json" else batches
+        warmup = sender_factory(kind, server)()
+        assert warmup(items[0]), "warm-up batch refused"
+        warm_spans, rest = len(batches[0]), items[1:]
+        wait_until(lambda: server.metrics().get("agent_eval_traces_evaluated_total", 0) > 0, 60, "warm-up evaluated")
+        wait_until(lambda: len(receiver.evaluation_spans()) >= server.metrics().get("agent_eval_traces_evaluated_total", 0),
+                   60, "warm-up exported")
         time.sleep(0.5)
-        started = time.perf_counter()
-        rejected, refused = send_all(send, requests[1:])
-        sent_done = time.perf_counter()
-        while server.metric("agent_eval_server_intake_spans") > 0:
-            time.sleep(0.01)
-        drained = time.perf_counter()
-        accepted = spans - spans // len(requests) - rejected
-        return {"transport": kind, "spans": accepted, "requests_s": round(sent_done - started, 3),
-                "spans_per_s": round(accepted / (drained - started)), "refused_attempts": refused, "rejected_spans": rejected}
+        before = server.metrics()
+        cpu_before, wall_before = server.cpu_seconds(), time.perf_counter()
+        failed = send_all(sender_factory(kind, server), rest)
+        sent_at = time.perf_counter()
+
+        def done() -> bool:
+            m = server.metrics()
+            completed = m.get("agent_eval_traces_completed_total", 0)
+            runs = m.get("agent_eval_agent_traces_total", 0)
+            evaluated = m.get("agent_eval_traces_evaluated_total", 0)
+            return (completed >= traces and evaluated >= runs and len(receiver.evaluation_spans()) >= evaluated
+                    and len(receiver.results()) >= EVALUATORS * evaluated)
+
+        wait_until(done, 600, "every trace evaluated and exported")
+        cpu_after, wall_after = server.cpu_seconds(), time.perf_counter()
+        after = server.metrics()
     finally:
         server.stop()
+        receiver.close()
+    measured = spans - warm_spans
+    dropped = {k: after.get(k, 0) - before.get(k, 0) for k in
+               ("agent_eval_dropped_total", "agent_eval_spans_dropped_total", "agent_eval_sink_errors_total",
+                "agent_eval_admission_decisions_total")}
+    cpu_s = cpu_after - cpu_before
+    return {
+        "transport": kind, "spans": measured, "failed_requests": failed, "cpu_s": round(cpu_s, 2),
+        "wall_s": round(wall_after - wall_before, 2), "send_s": round(sent_at - wall_before, 2),
+        "spans_per_cpu_s": round(measured / cpu_s), "runs_evaluated": int(after["agent_eval_traces_evaluated_total"]
+                                                                          - before["agent_eval_traces_evaluated_total"]),
+        "dropped": int(dropped["agent_eval_dropped_total"] + dropped["agent_eval_spans_dropped_total"]),
+        "sink_errors": int(dropped["agent_eval_sink_errors_total"]),
+    }
 
 
-def measure_memory(requests: list[bytes], traces: int, cpus: tuple[int | None, int | None]) -> dict:
-    server = Server(cpus[0], {"OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS": "600", "OTEL_AGENT_EVAL_IDLE_TIMEOUT_SECONDS": "600",
-                              "OTEL_AGENT_EVAL_MAX_TRACE_AGE_SECONDS": "600"})
+def measure_memory(batches: list[list[ReadableSpan]], traces: int, cpu: int | None) -> dict[str, Any]:
+    server = Server(cpu, {"OTEL_AGENT_EVAL_SETTLE_DELAY_SECONDS": "600", "OTEL_AGENT_EVAL_IDLE_TIMEOUT_SECONDS": "600",
+                          "OTEL_AGENT_EVAL_MAX_TRACE_AGE_SECONDS": "600"}, None)
     try:
-        send = http_sender(server.ports["http"])
         time.sleep(1.0)
         before = server.rss_bytes()
-        send_all(send, requests)
-        deadline = time.monotonic() + 60
-        while server.metric("agent_eval_buffered_traces") < traces and time.monotonic() < deadline:
-            time.sleep(0.05)
-        buffered = server.metric("agent_eval_buffered_traces")
+        send_all(sender_factory("http/protobuf", server), batches)
+        wait_until(lambda: server.metrics().get("agent_eval_buffered_traces", 0) >= traces, 120, "every trace buffered")
+        buffered = server.metrics()["agent_eval_buffered_traces"]
         after = server.rss_bytes()
+        estimated = server.metrics()["agent_eval_buffered_bytes"]
         return {"buffered_traces": int(buffered), "rss_delta_mib": round((after - before) / 2**20, 1),
-                "bytes_per_trace": round((after - before) / max(buffered, 1))}
+                "bytes_per_trace": round((after - before) / max(buffered, 1)),
+                "estimated_bytes_per_trace": round(estimated / max(buffered, 1))}
     finally:
         server.stop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=60, help="requests of 512 spans per transport (default 60)")
-    parser.add_argument("--quick", action="store_true", help="20 requests")
+    parser.add_argument("--requests", type=int, default=40, help="batches of 512 spans per transport (default 40)")
+    parser.add_argument("--quick", action="store_true", help="10 batches")
+    parser.add_argument("--transports", default="http/protobuf,grpc,http/json")
     args = parser.parse_args()
-    count = 20 if args.quick else args.requests
+    count = 10 if args.quick else args.requests
     cpus: tuple[int | None, int | None] = (None, None)
     if hasattr(os, "sched_getaffinity"):
         available = sorted(os.sched_getaffinity(0))
         cpus = (available[0], available[1] if len(available) > 1 else None)
         if cpus[1] is not None:
             os.sched_setaffinity(0, {cpus[1]})
-    print(f"building {count} requests of ~{SPANS_PER_REQUEST} spans ...", flush=True)
-    requests, spans, traces = build_requests(count)
-    print(f"  {spans} spans in {traces} traces ({spans / traces:.1f} spans/trace, "
-          f"{sum(map(len, requests)) / spans:.0f} bytes/span encoded); server on CPU {cpus[0]}, client on CPU {cpus[1]}")
-    for kind in ("http", "grpc"):
-        result = measure_ingest(kind, requests, spans, cpus)
-        print(f"OTLP/{kind:<4}  {result['spans_per_s']:>8} spans/s ingested on one core "
-              f"({result['spans']} spans; refused attempts {result['refused_attempts']}, rejected spans {result['rejected_spans']})",
-              flush=True)
-    memory = measure_memory(requests, traces, cpus)
-    print(f"memory     {memory['bytes_per_trace'] / 1024:>8.1f} KiB per buffered trace "
-          f"({memory['buffered_traces']} traces, RSS +{memory['rss_delta_mib']} MiB, {spans / traces:.1f} spans/trace)")
+    print(f"building {count} batches of ~{SPANS_PER_REQUEST} spans ...", flush=True)
+    batches, spans, traces = build_batches(count)
+    print(f"  {spans} spans in {traces} traces ({spans / traces:.1f} spans/trace); server on CPU {cpus[0]}, "
+          f"clients ({SENDERS} threads) on CPU {cpus[1]}; admission off, no rate cap, {EVALUATORS} deterministic "
+          f"evaluators, results exported over OTLP/HTTP", flush=True)
+    for kind in args.transports.split(","):
+        r = measure(kind, batches, spans, traces, cpus[0])
+        goal = GOALS[kind]
+        verdict = "met" if r["spans_per_cpu_s"] >= goal else "NOT met"
+        print(f"{kind:<14} {r['spans_per_cpu_s']:>7} spans per CPU-second of serve (goal >= {goal}: {verdict}); "
+              f"{r['spans']} spans, {r['runs_evaluated']} runs evaluated and exported, CPU {r['cpu_s']} s, "
+              f"wall {r['wall_s']} s (sending {r['send_s']} s); failed requests {r['failed_requests']}, "
+              f"dropped {r['dropped']}, sink errors {r['sink_errors']}", flush=True)
+    memory = measure_memory(batches, traces, cpus[0])
+    print(f"memory         {memory['bytes_per_trace'] / 1024:>7.1f} KiB RSS per buffered trace "
+          f"({memory['buffered_traces']} traces all buffered, RSS +{memory['rss_delta_mib']} MiB; "
+          f"estimate {memory['estimated_bytes_per_trace'] / 1024:.1f} KiB/trace; {spans / traces:.1f} spans/trace)")
 
 
 if __name__ == "__main__":

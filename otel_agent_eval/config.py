@@ -45,6 +45,9 @@ class Settings(BaseModel):
     max_buffered_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Estimated bytes of buffered spans (attribute content plus a fixed cost per span); beyond, the oldest traces are dropped (buffer_full); a single trace over it keeps its first spans (trace_too_large). 0 disables the limit.")
     max_spans_per_trace: int = Field(2_000, ge=1, description="Spans kept per trace; beyond, spans are dropped (trace_too_large).")
     max_queued_evaluations: int = Field(200, ge=1, description="Agent traces waiting for a worker; beyond, the oldest is dropped (queue_full).")
+    wait_for_trace_seconds: float = Field(5.0, ge=0.0, description="Records intake (serve, offline): a non-GenAI span of a trace not yet known (an HTTP root arriving before its agent's spans) waits this long for a GenAI span of its trace, then leaves (waiting_spans{expired}). 0: such spans are not kept.")
+    max_waiting_spans: int = Field(10_000, ge=0, description="Spans waiting for their trace to become known; beyond, the oldest waiting traces leave (waiting_spans{evicted}).")
+    max_waiting_bytes: int = Field(8 * 1024 * 1024, ge=0, description="Estimated bytes of waiting spans; beyond, the oldest waiting traces leave (waiting_spans{evicted}). 0 disables the limit.")
     # evaluation
     evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Built-in evaluators to run, comma separated.")
     workers: int = Field(1, ge=1, le=64, description="Evaluation worker threads.")
@@ -58,6 +61,8 @@ class Settings(BaseModel):
     # outputs
     emit_spans: bool = Field(True, description="Emit an evaluation span per evaluated agent trace.")
     emit_logs: bool = Field(True, description="Emit gen_ai.evaluation.result log records.")
+    export_max_queued_spans: int = Field(8192, ge=1, description="serve's result export: evaluation spans waiting for the OTLP exporter; beyond, new ones are dropped and counted (sink_errors{otlp}, the stop report's not_exported).")
+    export_max_queued_log_records: int = Field(32768, ge=1, description="serve's result export: gen_ai.evaluation.result log records waiting for the OTLP exporter (one per evaluator and run); beyond, dropped and counted like export_max_queued_spans.")
     prometheus_port: int | None = Field(None, ge=0, le=65535, description="Serve /metrics on this port (0 picks a free port); unset: no server.")
     prometheus_host: str = Field("0.0.0.0", description="Address the /metrics server binds to.")
     max_agent_labels: int = Field(50, ge=1, description="Distinct agent label values; further agents are reported as 'other'.")

@@ -17,6 +17,7 @@ them, so ``AgentEvalLogProcessor`` hands them to the same pipeline, and
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,29 @@ def _attributes(log: LogRecordData) -> dict[str, Any]:
     return {**{str(k): plain(v) for k, v in (log.attributes or {}).items()}, **_body_attributes(log.body)}
 
 
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+
+
+def _fuller_definitions(candidate: Any, current: Any) -> bool:
+    """Do ``candidate`` tool definitions have parameters where ``current`` has none?
+
+    With content capture off for one signal, the GenAI instrumentation writes the definitions
+    there without parameters (ADK 2 with event-only capture: on the span; with span-only
+    capture: in the log record); the other signal's copy is the complete one.
+    """
+
+    def has_parameters(value: Any) -> bool:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return False
+        return isinstance(value, (list, tuple)) and any(
+            isinstance(item, Mapping) and item.get("parameters") for item in value)
+
+    return has_parameters(candidate) and not has_parameters(current)
+
+
 def join_log_records(records: Sequence[SpanRecord], logs: Sequence[LogRecordData]) -> list[SpanRecord]:
     """Fold GenAI log records into the span records they belong to. Pure.
 
@@ -97,7 +121,8 @@ def join_log_records(records: Sequence[SpanRecord], logs: Sequence[LogRecordData
             name = event_name_of(log.event_name, log.attributes) or "log"
             if name == DETAILS_EVENT:
                 for key, value in _attributes(log).items():
-                    attributes.setdefault(key, value)
+                    if key not in attributes or (key == TOOL_DEFINITIONS and _fuller_definitions(value, attributes[key])):
+                        attributes[key] = value
             else:
                 events.append(SpanEvent(name, log.time_unix_nano, _attributes(log)))
         joined.append(dataclasses.replace(record, attributes=attributes, events=tuple(events)))

@@ -40,6 +40,7 @@ from .logs import join_log_records
 from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import AdmissionRate, Sampler, trace_id_sampled
 from .stats import LabelledCounts, LogOnce, PipelineStats, RunLabels
+from .waiting import NOT_ADMITTED, WaitingSpans
 
 if TYPE_CHECKING:
     from .evaluators.judge.settings import JudgeSettings
@@ -99,6 +100,8 @@ class _Stage:
         self.shutdown = f"{drop_prefix}shutdown"
         self.queue: deque[_Job] = deque()
         self.work_ready = threading.Condition(lock)
+        self.room = threading.Condition(lock)
+        """Notified when a worker takes a job: a draining collector waits on it instead of dropping."""
         self.workers: list[_Worker] = []
         self.busy = 0
 
@@ -200,6 +203,8 @@ class Pipeline:
         self.rejected_traces: dict[int, None] = {}
         """Trace ids rejected on arrival, so their later spans are too (see ``admit``)."""
         self.rejected_earlier: dict[int, None] = {}
+        self.waiting = WaitingSpans(s.wait_for_trace_seconds, s.max_waiting_spans, s.max_waiting_bytes,
+                                    on_leave=lambda outcome, n: self.stats.waiting_spans.inc(outcome, amount=n))
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._stage = _Stage("deterministic", [e for e in self.evaluators if not e.needs_judge], s.workers,
@@ -251,9 +256,13 @@ class Pipeline:
     def shutdown(self, timeout: float | None = 30.0) -> bool:
         """Evaluate what is pending (within ``timeout``), then stop the threads.
 
-        Whatever could not be evaluated in time (still buffered, in the intake, or
-        queued) is counted as dropped with reason ``shutdown``, per trace; judge
-        evaluations queued or running as ``judge_shutdown``, per run.
+        The drain completes every buffered trace and feeds its runs to the
+        evaluation queue at the pace the workers take them (never dropping for
+        ``queue_full``), with the evaluation rate cap lifted (``Sampler.decide``).
+        Whatever could not be evaluated in time (still buffered, in the intake,
+        completed but not yet queued, or queued) is counted as dropped with reason
+        ``shutdown``: per trace before assembly, per run after; judge evaluations
+        queued, running, or not fitting the judge queue as ``judge_shutdown``, per run.
         """
         if self._stopping:
             return True
@@ -281,6 +290,7 @@ class Pipeline:
         """Under the lock: clear a stage's queue and abandon its busy workers; how many runs were lost."""
         lost = len(stage.queue)
         stage.queue.clear()
+        stage.room.notify_all()  # a draining collector waiting for room gives up and counts what is left
         for worker in stage.workers:  # jobs still being evaluated when the deadline passed
             if worker.job is not None and not worker.abandoned:
                 worker.abandoned = True  # its late results are discarded
@@ -320,6 +330,9 @@ class Pipeline:
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
             return
+        if self._stopping:  # shutdown has counted what it left; nothing will read this any more
+            self.stats.spans_dropped.inc("shutdown")
+            return
         self.intake.append(span)
         self.stats.spans_kept.inc()
 
@@ -328,19 +341,44 @@ class Pipeline:
         if len(self.intake) >= self.settings.max_intake_spans:
             self.stats.intake_full.inc()
             return
-        if log.trace_id is not None and log.trace_id not in self.active_traces and not self.admit(log.trace_id, log=True):
+        if self._stopping:
+            self.stats.log_records_dropped.inc("shutdown")
             return
+        if log.trace_id is not None and log.trace_id not in self.active_traces:
+            if not self._admit_with_waiting(log.trace_id, log=True):
+                return
         self.intake.append(log)
         self.stats.log_records_kept.inc()
 
     def offer_records(self, records: Sequence[SpanRecord]) -> None:
-        """Intake for the server and offline runs: records not yet filtered by the hot-path rule."""
+        """Intake for the server and offline runs: records not yet filtered by the hot-path rule.
+
+        A non-GenAI span of a trace not yet known waits (``WaitingSpans``) for a
+        GenAI span of its trace, since batches over the wire arrive in any order.
+        """
+        waiting = self.waiting.enabled
+        now = self.clock() if waiting else 0.0
         for record in records:
             self.stats.spans_received.inc()
+            trace_id = record.trace_id
             if record.scope_name == OWN_SCOPE:
                 continue  # our own evaluation spans, sent back by a collector
-            if record.trace_id in self.active_traces or (is_genai(record.attributes) and self.admit(record.trace_id)):
+            if trace_id in self.active_traces:
                 self.offer(record)
+            elif is_genai(record.attributes):
+                if self._admit_with_waiting(trace_id):
+                    self.offer(record)
+            elif waiting and trace_id not in self.rejected_traces and trace_id not in self.rejected_earlier:
+                self.waiting.add(record, now)
+
+    def _admit_with_waiting(self, trace_id: int, *, log: bool = False) -> bool:
+        """``admit``, then adopt (or let go) the trace's spans that waited for it."""
+        if self.admit(trace_id, log=log):
+            for record in self.waiting.take(trace_id):
+                self.offer(record)
+            return True
+        self.waiting.take(trace_id, NOT_ADMITTED)
+        return False
 
     def _count_drop(self, reason: str, spans: int) -> None:
         """TraceBuffer drops: late and oversize spans, or whole traces when full."""
@@ -368,13 +406,19 @@ class Pipeline:
         while self._flush_requests:
             flushes.append(self._flush_requests.popleft())
         self._drain_intake(now)
+        draining = bool(flushes) and self._shutting_down
         if flushes:
-            completed = self.buffer.pop_all(SHUTDOWN if self._shutting_down else FLUSH)
+            completed = self.buffer.pop_all(SHUTDOWN if draining else FLUSH)
         else:
             completed = self.buffer.pop_complete(now)
-        for trace in completed:
+        for index, trace in enumerate(completed):
+            if self._stopping:  # the drain deadline passed while these waited for room
+                self.stats.dropped.inc("shutdown", amount=len(completed) - index)
+                break
             self.active_traces.pop(trace.trace_id, None)
-            self._on_completed(trace)
+            self._on_completed(trace, draining=draining)
+        if self.waiting.spans:
+            self.waiting.expire(now)
         self._watch_workers()
         self._adapt_admission(now)
         if len(self.active_traces) > 2 * self.settings.max_buffered_traces:
@@ -428,7 +472,8 @@ class Pipeline:
                 self.log_once("record", "otel-agent-eval: could not read a span")
         return records
 
-    def _on_completed(self, completed: CompletedTrace) -> None:
+    def _on_completed(self, completed: CompletedTrace, *, draining: bool = False) -> None:
+        """Assemble, sample, queue. ``draining``: no rate cap, and wait for room in the queue instead of dropping."""
         self.stats.traces_completed.inc(completed.reason)
         try:
             runs = assemble(join_log_records(self._records(completed.spans), completed.logs))
@@ -447,37 +492,57 @@ class Pipeline:
             return
         for trace in agent_traces:
             self.stats.agent_traces.inc(*self.run_labels(trace))
-            decision = self.sampler.decide(trace)
+            decision = self.sampler.decide(trace, rate_limit=not draining)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
             if not decision.sampled:
                 continue
             if self._stage.evaluators:
-                self._enqueue(self._stage, _Job(trace))
+                self._enqueue(self._stage, _Job(trace), draining=draining)
             else:
                 self.stats.traces_evaluated.inc(*self.run_labels(trace))  # nothing deterministic to run: that phase is done
             if self._judge_stage.evaluators and self.judge_settings is not None:
                 judged = trace_id_sampled(int(trace.trace_id, 16), self.judge_settings.sample_rate)
                 self.stats.judge_sampling.inc("sampled" if judged else "not_sampled")
                 if judged:
-                    self._enqueue(self._judge_stage, _Job(trace))
+                    self._enqueue(self._judge_stage, _Job(trace), draining=draining)
 
-    def _enqueue(self, stage: _Stage, job: _Job) -> None:
+    def _enqueue(self, stage: _Stage, job: _Job, *, draining: bool = False) -> None:
+        """Queue a run; when full, drop the oldest (``queue_full``).
+
+        While draining, the deterministic stage waits for room (the workers set
+        the pace; the drain deadline ends the wait, and the run counts as
+        ``shutdown``); the judge stage, far slower, does not hold the drain back:
+        a run that does not fit counts as ``judge_shutdown``.
+        """
         with self._lock:
-            if len(stage.queue) >= stage.max_queued:
+            if draining and len(stage.queue) >= stage.max_queued:
+                if stage is self._judge_stage:
+                    self.stats.dropped.inc(stage.shutdown)
+                    return
+                while len(stage.queue) >= stage.max_queued and not self._stopping:
+                    stage.room.wait(TICK_SECONDS)
+                    self._watch_workers_locked()  # a hung evaluator must not stall the drain
+                if self._stopping:
+                    self.stats.dropped.inc(stage.shutdown)
+                    return
+            elif len(stage.queue) >= stage.max_queued:
                 stage.queue.popleft()
                 self.stats.dropped.inc(stage.queue_full)
             stage.queue.append(job)
             stage.work_ready.notify()
 
     def _watch_workers(self) -> None:
+        with self._lock:
+            self._watch_workers_locked()
+
+    def _watch_workers_locked(self) -> None:
         now = time.monotonic()
         timeout = self.settings.evaluator_timeout_seconds
-        with self._lock:
-            for stage in self._stages:
-                for worker in list(stage.workers):
-                    current = worker.current
-                    if current is not None and now - current[2] >= timeout:
-                        self._replace_stuck(stage, worker, current, now, timeout)
+        for stage in self._stages:
+            for worker in list(stage.workers):
+                current = worker.current
+                if current is not None and now - current[2] >= timeout:
+                    self._replace_stuck(stage, worker, current, now, timeout)
 
     def _replace_stuck(self, stage: _Stage, worker: _Worker, current: tuple[_Job, int, float], now: float,
                        timeout: float) -> None:
@@ -516,6 +581,7 @@ class Pipeline:
                 if self._stopping or worker.abandoned:
                     return
                 job = worker.job = stage.queue.popleft()
+                stage.room.notify()
                 stage.busy += 1
                 self._publish_depths()
             self._run_job(worker, job)

@@ -77,13 +77,14 @@ class Sampler:
         self.slow_seconds = slow_seconds
         self.bucket = TokenBucket(max_per_second, clock=clock) if max_per_second > 0 else None
 
-    def decide(self, trace: AgentTrace) -> Decision:
+    def decide(self, trace: AgentTrace, *, rate_limit: bool = True) -> Decision:
+        """``rate_limit=False`` skips the token bucket (the shutdown drain: the runs are already paid for)."""
         reason = self._tail_reason(trace)
         if reason is None:
             if not trace_id_sampled(int(trace.trace_id, 16), self.rate):
                 return Decision(False, "ratio")
             reason = "ratio"
-        if self.bucket is not None and not self.bucket.take():
+        if rate_limit and self.bucket is not None and not self.bucket.take():
             return Decision(False, "rate_limited")
         return Decision(True, reason)
 

@@ -72,7 +72,7 @@ from .pipeline import Pipeline
 from .logs import OWN_EVENTS, event_name_of, is_genai_content
 from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.otlp_export import CountingExporter, ExportTally, emitted_counters
+from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
 from .sinks.prometheus import PrometheusSink
 from .stats import AtomicCounter, LabelledCounts, PipelineStats, RunLabels
 
@@ -141,7 +141,7 @@ class Refused(Exception):
 class ServerStats:
     def __init__(self) -> None:
         self.requests = LabelledCounts()  # (transport, signal, outcome)
-        self.spans_rejected = AtomicCounter()  # partial success: intake full mid-request
+        self.spans_rejected = AtomicCounter()  # partial success: intake full mid-request, or the drain began meanwhile
         self.own_spans = AtomicCounter()  # our own evaluation spans sent back to us: ignored
         self.log_records = LabelledCounts()  # (outcome,)
 
@@ -160,14 +160,15 @@ class ServerCollector(Collector):
             requests.add_metric(list(labels), value)
         yield requests
         yield CounterMetricFamily(
-            "agent_eval_server_spans_rejected", "Spans rejected in partial-success responses (intake full mid-request)",
+            "agent_eval_server_spans_rejected",
+            "Spans rejected in partial-success responses (intake full mid-request, or the drain began meanwhile)",
             value=s.spans_rejected.value,
         )
         yield CounterMetricFamily(
             "agent_eval_server_own_spans", "Spans of scope otel_agent_eval received back and ignored", value=s.own_spans.value
         )
         logs = CounterMetricFamily(
-            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own)",
+            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own, draining)",
             labels=["outcome"],
         )
         for labels, value in sorted(s.log_records.snapshot().items()):
@@ -193,10 +194,8 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
         return None, None
     protocol = options.export_protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip()
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
@@ -216,17 +215,14 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
     tracer_provider = logger_provider = None
-    emitted_spans, emitted_logs = emitted_counters(tally)
     if wants_traces:
         tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(emitted_spans)
-        exporter = CountingExporter(OTLPSpanExporter(**span_kwargs), "spans", tally)
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
+        tracer_provider.add_span_processor(
+            bounded_span_processor(OTLPSpanExporter(**span_kwargs), tally, settings.export_max_queued_spans))
     if wants_logs:
         logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(emitted_logs)
-        log_exporter = CountingExporter(OTLPLogExporter(**log_kwargs), "log_records", tally)
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))  # type: ignore[arg-type]
+        logger_provider.add_log_record_processor(
+            bounded_log_processor(OTLPLogExporter(**log_kwargs), tally, settings.export_max_queued_log_records))
     return tracer_provider, logger_provider
 
 
@@ -307,6 +303,8 @@ class EvalServer:
         drain = self.options.drain_seconds if drain_seconds is None else drain_seconds
         deadline = time.monotonic() + drain
         self._draining = True
+        with self._offer_lock:  # a request already past admit() finishes its offer; later ones see _draining
+            pass
         before_evaluated = self.stats.traces_evaluated.total()
         at_stop = {"buffered_traces": self.stats.buffered_traces, "intake_spans": len(self.pipeline.intake),
                    "queued_evaluations": self.stats.queue_depth, "queued_judge_evaluations": self.stats.judge_queue_depth}
@@ -336,7 +334,11 @@ class EvalServer:
             "traces_evaluated": self.stats.traces_evaluated.total(),
             "dropped_shutdown": self.stats.dropped.get("shutdown"),
             "judge_dropped_shutdown": self.stats.dropped.get("judge_shutdown"),
+            "dropped": {reason: n for (reason,), n in sorted(self.stats.dropped.snapshot().items())},
+            "traces_completed": {reason: n for (reason,), n in sorted(self.stats.traces_completed.snapshot().items())},
             "spans_received": self.stats.spans_received.value,
+            "spans_rejected": self.server_stats.spans_rejected.value,
+            "spans_dropped": {reason: n for (reason,), n in sorted(self.stats.spans_dropped_snapshot().items()) if n},
         }
 
     # -- health ----------------------------------------------------------------
@@ -373,6 +375,10 @@ class EvalServer:
             records = [r for r in records if r.scope_name != SCOPE_NAME]
         full = self.stats.intake_full
         with self._offer_lock:  # so that the intake_full delta is this request's alone
+            if self._draining:  # admitted before the drain began: refused now, and said so, not lost
+                for _ in records:
+                    self.server_stats.spans_rejected.inc()
+                return len(records)
             before = full.value
             self.pipeline.offer_records(records)
             rejected = full.value - before
@@ -383,17 +389,23 @@ class EvalServer:
 
     def receive_logs(self, logs: list[LogRecordData]) -> None:
         """GenAI content log records go to the pipeline, which joins them to their spans."""
-        for log in logs:
-            name = event_name_of(log.event_name, log.attributes)
-            if name in OWN_EVENTS:
-                self.server_stats.log_records.inc("own")  # our own results, sent back to us
-            elif log.trace_id is None or log.span_id is None:
-                self.server_stats.log_records.inc("no_span")
-            elif not is_genai_content(name):
-                self.server_stats.log_records.inc("not_genai")
-            else:
-                self.pipeline.offer_log(log)
-                self.server_stats.log_records.inc("accepted")
+        with self._offer_lock:  # as for spans: nothing offered once the drain has begun
+            for log in logs:
+                self._receive_log(log)
+
+    def _receive_log(self, log: LogRecordData) -> None:
+        name = event_name_of(log.event_name, log.attributes)
+        if self._draining:
+            self.server_stats.log_records.inc("draining")
+        elif name in OWN_EVENTS:
+            self.server_stats.log_records.inc("own")  # our own results, sent back to us
+        elif log.trace_id is None or log.span_id is None:
+            self.server_stats.log_records.inc("no_span")
+        elif not is_genai_content(name):
+            self.server_stats.log_records.inc("not_genai")
+        else:
+            self.pipeline.offer_log(log)
+            self.server_stats.log_records.inc("accepted")
 
     def count(self, transport: str, signal_name: str, outcome: str) -> None:
         self.server_stats.requests.inc(transport, signal_name, outcome)
@@ -485,6 +497,8 @@ def _logs_response() -> Any:
 
 
 def _rejected_message(rejected: int, app: EvalServer) -> str:
+    if app._draining:
+        return f"{rejected} spans rejected: the server is draining (shutting down); send them to another replica"
     return f"{rejected} spans rejected: evaluation intake full ({app.settings.max_intake_spans} spans); retry later"
 
 
@@ -713,21 +727,22 @@ def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -
     if not server.exporting:
         _logger.warning("no OTLP endpoint configured (OTEL_EXPORTER_OTLP_ENDPOINT or --export-endpoint): results only on /metrics")
     print(json.dumps({"event": "listening", **server.ports}), file=out, flush=True)
-    stop = threading.Event()
     first_signal: list[float] = []
 
     def on_signal(signum: int, frame: Any) -> None:
+        # No locks here: the handler runs in the main thread between two bytecodes, possibly inside a
+        # ``threading.Event.wait`` that holds the Event's (non-reentrant) lock; ``Event.set`` would
+        # deadlock there, and serve would hang on SIGTERM. The main loop polls the list instead.
         if first_signal and time.monotonic() - first_signal[0] > 1.0:  # a second signal (not a duplicate): give up
             os._exit(128 + signum)
         if not first_signal:
             first_signal.append(time.monotonic())
-            _logger.info("signal %d: draining for up to %gs", signum, options.drain_seconds)
-        stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    while not stop.wait(0.5):
-        pass
+    while not first_signal:
+        time.sleep(0.2)
+    _logger.info("signal received: draining for up to %gs", options.drain_seconds)
     summary = server.stop()
     print(json.dumps({"event": "stopped", **summary}), file=out, flush=True)
     return 0

@@ -122,6 +122,7 @@ class PipelineStats:
         self.judge_sampling = LabelledCounts()  # (decision,): judge sample rate on sampled runs
         self.evaluator_errors = LabelledCounts()  # (evaluator, reason)
         self.sink_errors = LabelledCounts()  # (sink,)
+        self.waiting_spans = LabelledCounts()  # (outcome,): spans of not-yet-known traces: adopted, expired, evicted, not_admitted
         self.queue_depth = 0
         self.judge_queue_depth = 0
         self.buffered_traces = 0

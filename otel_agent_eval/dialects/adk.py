@@ -9,6 +9,21 @@ tools keep ``gcp.vertex.agent.tool_call_args`` / ``tool_response``. Function cal
 the model output have no id; the tool span has a synthetic ``adk-...`` id.
 Source: google/adk-python ``src/google/adk/telemetry/tracing.py``; recorded trace
 langfuse ``google-adk-2025-08-28.json`` (ADK 1.12.0).
+
+ADK 2.x (``tests/test_frameworks_adk.py``) writes GenAI semconv by default (``invoke_workflow``,
+``invoke_agent``, ``generate_content``, ``execute_tool``: read by the semconv dialect, with content
+on the span or in ``gen_ai.client.inference.operation.details`` log records), the schema above with
+``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1`` (where each ``call_llm`` wraps a semconv
+``generate_content`` span: one model call, merged into one step). Both schemas share what this
+module still corrects, on every span of scope ``gcp.vertex.agent``:
+
+- ``execute_tool (merged)``, written after parallel calls with a synthetic call id and the
+  results of the calls already recorded, is bookkeeping, not a tool execution (``ignores``);
+- ``<not specified>`` stands for a missing call id or result (a tool that raised): absent;
+- a streamed model call (``StreamingMode.SSE``, semconv) records one output message per chunk,
+  finish reason ``""``, then the whole response: the response is the message with a finish reason;
+- the history ADK sends an agent relays other agents' turns as user messages starting
+  ``For context:``; they are not the user's, so not the agent's task (role ``other_agent``, ``finish``).
 """
 
 from __future__ import annotations
@@ -36,6 +51,11 @@ from .base import (
 MARKERS = ("gcp.vertex.agent.llm_request",)
 
 SYSTEM = "gcp.vertex.agent"
+MERGED_TOOLS_SPAN = "execute_tool (merged)"
+NOT_SPECIFIED = "<not specified>"
+OTHER_AGENT_PREFIX = "For context:"
+"""How ADK's relay of another agent's turns starts (``flows/llm_flows/context/_fencing.py``)."""
+OTHER_AGENT = "other_agent"
 
 
 def detect(record: SpanRecord) -> bool:
@@ -46,6 +66,11 @@ def detect(record: SpanRecord) -> bool:
         or "gcp.vertex.agent.llm_request" in attrs
         or "gcp.vertex.agent.tool_call_args" in attrs
     )
+
+
+def ignores(record: SpanRecord) -> bool:
+    """ADK's merged-tools span: bookkeeping after parallel calls, not a tool execution."""
+    return record.name == MERGED_TOOLS_SPAN
 
 
 def kind(record: SpanRecord) -> str | None:
@@ -65,11 +90,15 @@ def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
     fill(op, conversation_id=first_str(attrs, "gcp.vertex.agent.session_id"))
+    if op.tool_call_ids == [NOT_SPECIFIED]:
+        op.tool_call_ids = []
     if op.kind == LLM:
         request = _json(attrs, "gcp.vertex.agent.llm_request", issues)
         response = _json(attrs, "gcp.vertex.agent.llm_response", issues)
         if isinstance(request, dict):
             fill(op, model=as_str(request.get("model")))
+            if isinstance(request.get("config"), dict):
+                fill(op, tool_definitions=_tool_definitions(request["config"]))
             contents = request.get("contents")
             if isinstance(contents, list) and contents:
                 fill(op, input_messages=[gemini_message(c) for c in contents if isinstance(c, dict)])
@@ -84,9 +113,42 @@ def extract(record: SpanRecord, op: Operation) -> None:
         if op.tool_arguments is None and present(attrs.get("gcp.vertex.agent.tool_call_args")):
             op.tool_arguments = parse_json_value(attrs["gcp.vertex.agent.tool_call_args"], "gcp.vertex.agent.tool_call_args", issues)
         if op.tool_result is None and present(attrs.get("gcp.vertex.agent.tool_response")):
-            op.tool_result = maybe_json(attrs["gcp.vertex.agent.tool_response"], "gcp.vertex.agent.tool_response", issues)
+            result = maybe_json(attrs["gcp.vertex.agent.tool_response"], "gcp.vertex.agent.tool_response", issues)
+            if result != {"result": NOT_SPECIFIED}:
+                op.tool_result = result
     elif op.kind == AGENT:
         fill(op, agent_name=span_name_subject(record.name, "agent_run", "invoke_agent"))
+
+
+def finish(op: Operation) -> None:
+    if op.kind == LLM:
+        op.map_input_messages(_relays_as_other_agent)
+        outputs = op.output_messages
+        if outputs and len(outputs) > 1 and any(m.finish_reason == "" for m in outputs):
+            # Streamed (StreamingMode.SSE): one message per chunk (finish reason ""), then the
+            # whole response; the response is the one with a finish reason.
+            final = [m for m in outputs if m.finish_reason]
+            if final:
+                op.output_messages = final
+
+
+def _tool_definitions(config: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Gemini ``function_declarations`` as semconv ``gen_ai.tool.definitions`` (what ADK 2 writes)."""
+    found = []
+    for tool in config.get("tools") or ():
+        for declaration in tool.get("function_declarations") or () if isinstance(tool, dict) else ():
+            if isinstance(declaration, dict) and present(declaration.get("name")):
+                parameters = declaration.get("parameters_json_schema", declaration.get("parameters"))
+                found.append({"name": declaration["name"], "description": declaration.get("description"),
+                              "parameters": parameters, "type": "function"})
+    return found or None
+
+
+def _relays_as_other_agent(messages: list[Message] | None) -> list[Message] | None:
+    for message in messages or ():
+        if message.role == "user" and message.texts and message.texts[0].startswith(OTHER_AGENT_PREFIX):
+            message.role = OTHER_AGENT
+    return messages
 
 
 def _json(attrs: Any, key: str, issues: list[str]) -> Any:

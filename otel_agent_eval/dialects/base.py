@@ -43,6 +43,8 @@ class Message:
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[RequestedCall] = field(default_factory=list)
     tool_results: list[tuple[str | None, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    """As recorded (semconv output messages): ``""`` marks a streamed chunk in some instrumentations."""
 
     @property
     def text(self) -> str | None:
@@ -119,6 +121,14 @@ class Operation:
     def defer_input_messages(self, parse: Callable[[list[str]], list[Message] | None]) -> None:
         """Parse the input messages when first read: ``parse(issues)`` returns them and appends its issues."""
         self._pending_input = (parse, len(self.issues))
+
+    def map_input_messages(self, change: Callable[[list[Message] | None], list[Message] | None]) -> None:
+        """Apply ``change`` to the input messages, when they are parsed (a dialect's correction of another's reading)."""
+        if self._pending_input is None:
+            self._input_messages = change(self._input_messages)
+            return
+        parse, position = self._pending_input
+        self._pending_input = (lambda issues: change(parse(issues)), position)
 
     @property
     def has_content(self) -> bool:

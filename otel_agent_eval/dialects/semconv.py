@@ -57,6 +57,13 @@ DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 """Carries the span's content as event attributes (Strands latest mode, event-only content joined to a span)."""
 
 STRANDS = "strands-agents"
+SWARM_CONTEXT, SWARM_TASK = "Context:\n", "User Request: "
+SWARM_SECTIONS = (
+    "\n\nPrevious agents who worked on this:", "\n\nShared knowledge from previous agents:",
+    "\n\nOther agents available for collaboration:", "\n\nYou have access to swarm coordination tools",
+)
+"""What a Strands ``Swarm`` sends each agent instead of the user's message (``Swarm._build_node_input``):
+``Context:\n``, an optional ``Handoff Message: ...``, ``User Request: {task}``, then these sections."""
 """Strands' ``gen_ai.provider.name``: its tool results are Bedrock content blocks (``_extract_tool``)."""
 
 INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
@@ -163,6 +170,33 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
         op.tool_result = bedrock_result(op.tool_result)
 
 
+def finish(op: Operation) -> None:
+    if op.provider == STRANDS:
+        op.map_input_messages(_swarm_tasks)
+
+
+def _swarm_tasks(messages: list[Message] | None) -> list[Message] | None:
+    """A Strands swarm agent's input: the user's request, not the swarm's context around it."""
+    for message in messages or ():
+        if message.role == "user" and len(message.texts) == 1:
+            task = swarm_task(message.texts[0])
+            if task is not None:
+                message.texts = [task]
+    return messages
+
+
+def swarm_task(text: str) -> str | None:
+    """The ``User Request`` of a Strands swarm's node input, or None when ``text`` is not one."""
+    if not text.startswith(SWARM_CONTEXT):
+        return None
+    start = text.find(SWARM_TASK, len(SWARM_CONTEXT))
+    if start < 0 or (start > len(SWARM_CONTEXT) and text[start - 1] != "\n"):
+        return None
+    start += len(SWARM_TASK)
+    ends = [end for end in (text.find(section, start) for section in SWARM_SECTIONS) if end >= 0]
+    return text[start:min(ends)] if ends else text[start:].rstrip()
+
+
 def _tool_from_messages(op: Operation, inputs: list[Message]) -> None:
     for message in inputs:
         for call in message.tool_calls:
@@ -232,6 +266,9 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
     """One message; ``item`` is plain (as ``parse_json_value`` returns it)."""
     role = item.get("role")
     message = Message(role=role if type(role) is str and role else str(role or "unknown"))
+    finish_reason = item.get("finish_reason")
+    if finish_reason is not None:
+        message.finish_reason = str(finish_reason)
     parts = item.get("parts")
     if parts is None:
         parts = chat_parts(item)

@@ -1,12 +1,17 @@
 """Honest OTLP export of results: what reached the endpoint, what did not.
 
-The OTLP exporters report failures only to a logger, and the SDK's batch
-processors answer ``force_flush`` with True whatever happened. ``serve``
-therefore wraps its exporters (``CountingExporter``) and tallies what it
-handed to its providers (``emitted_counters``), so that results that never
-reached the endpoint (export failed, batch queue full, shutdown deadline
-passed) are counted: failed exports in ``agent_eval_sink_errors_total{sink="otlp"}``,
-all of them in the stop report's ``not_exported``.
+The OTLP exporters report failures only to a logger, the SDK's batch
+processors drop what overflows their queue with a log line ("Queue full,
+dropping ..."), and answer ``force_flush`` with True whatever happened.
+``serve`` therefore wraps its exporters (``CountingExporter``) and puts its
+own bound in front of each batch processor (``bounded_span_processor``,
+``bounded_log_processor``): an item is handed on only while fewer than
+``max_queued`` items are queued or being exported, so the SDK queue (sized to
+the same bound) never overflows, and an item over the bound is dropped here
+and counted. Results that never reached the endpoint (export failed, over the
+queue bound, shutdown deadline passed) are counted: failed and dropped ones in
+``agent_eval_sink_errors_total{sink="otlp"}``, all of them in the stop
+report's ``not_exported``.
 """
 
 from __future__ import annotations
@@ -27,10 +32,23 @@ class ExportTally:
         self.emitted = dict.fromkeys(SIGNALS, 0)
         self.exported = dict.fromkeys(SIGNALS, 0)
         self.failed = dict.fromkeys(SIGNALS, 0)
+        self.dropped = dict.fromkeys(SIGNALS, 0)
+        """Over the queue bound: never handed to the batch processor."""
 
     def add(self, counts: dict[str, int], signal: str, amount: int) -> None:
         with self._lock:
             counts[signal] += amount
+
+    def admit(self, signal: str, max_queued: int) -> bool:
+        """Count one emitted item; True if it fits: fewer than ``max_queued`` queued or being exported."""
+        with self._lock:
+            in_flight = self.emitted[signal] - self.exported[signal] - self.failed[signal] - self.dropped[signal]
+            self.emitted[signal] += 1
+            if in_flight < max_queued:
+                return True
+            self.dropped[signal] += 1
+        self.on_failure(1)
+        return False
 
     def not_exported(self) -> dict[str, int]:
         """Per signal: emitted but never confirmed by the endpoint (failed, dropped by a full queue, or left at shutdown)."""
@@ -74,25 +92,51 @@ class CountingExporter:
         return bool(self._exporter.force_flush(timeout_millis))
 
 
-def emitted_counters(tally: ExportTally) -> tuple[Any, Any]:
-    """A span processor and a log record processor counting what their provider was given to export."""
-    from opentelemetry.sdk._logs import LogRecordProcessor
+EXPORT_BATCH = 512
+"""Items per export request (the SDK default), or the queue bound if smaller."""
+
+
+def bounded_span_processor(exporter: Any, tally: ExportTally, max_queued: int) -> Any:
+    """A ``BatchSpanProcessor`` over ``exporter`` (counted) behind the tally's queue bound."""
     from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    class EmittedSpans(SpanProcessor):
+    batch = BatchSpanProcessor(CountingExporter(exporter, "spans", tally), max_queue_size=max_queued,  # type: ignore[arg-type]
+                               max_export_batch_size=min(EXPORT_BATCH, max_queued))
+
+    class BoundedSpans(SpanProcessor):
         def on_end(self, span: Any) -> None:
-            tally.add(tally.emitted, "spans", 1)
+            if tally.admit("spans", max_queued):
+                batch.on_end(span)
 
-    class EmittedLogRecords(LogRecordProcessor):
+        def shutdown(self) -> None:
+            batch.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return batch.force_flush(timeout_millis)
+
+    return BoundedSpans()
+
+
+def bounded_log_processor(exporter: Any, tally: ExportTally, max_queued: int) -> Any:
+    """A ``BatchLogRecordProcessor`` over ``exporter`` (counted) behind the tally's queue bound."""
+    from opentelemetry.sdk._logs import LogRecordProcessor
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    batch = BatchLogRecordProcessor(CountingExporter(exporter, "log_records", tally), max_queue_size=max_queued,  # type: ignore[arg-type]
+                                    max_export_batch_size=min(EXPORT_BATCH, max_queued))
+
+    class BoundedLogRecords(LogRecordProcessor):
         def on_emit(self, log_record: Any) -> None:
-            tally.add(tally.emitted, "log_records", 1)
+            if tally.admit("log_records", max_queued):
+                batch.on_emit(log_record)
 
         emit = on_emit  # older SDKs call emit()
 
         def shutdown(self) -> None:
-            pass
+            batch.shutdown()
 
         def force_flush(self, timeout_millis: int = 30_000) -> bool:
-            return True
+            return batch.force_flush(timeout_millis)
 
-    return EmittedSpans(), EmittedLogRecords()
+    return BoundedLogRecords()

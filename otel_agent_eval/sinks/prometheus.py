@@ -72,6 +72,12 @@ class PipelineCollector(Collector):
         yield _counter("agent_eval_processor_errors", "Internal errors caught so the app never sees them", s.processor_errors.value)
         yield _labelled("agent_eval_spans_dropped", "Spans dropped, by reason", ["reason"], s.spans_dropped_snapshot())
         yield _labelled("agent_eval_log_records_dropped", "GenAI log records dropped, by reason", ["reason"], s.log_records_dropped.snapshot())
+        yield _labelled(
+            "agent_eval_waiting_spans",
+            "Non-GenAI spans of traces not yet known that waited for their trace (records intake), by how they left: "
+            "adopted, expired, evicted (bounds), not_admitted",
+            ["outcome"], s.waiting_spans.snapshot(),
+        )
         yield _labelled("agent_eval_traces_completed", "Traces completed, by reason", ["reason"], s.traces_completed.snapshot())
         yield _labelled(
             "agent_eval_admission_decisions",

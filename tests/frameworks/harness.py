@@ -247,3 +247,13 @@ def steps_in_order(traces: Sequence[AgentTrace], spans: Iterable[Any]) -> list[A
     start = {hex_span(s): s.start_time for s in spans}
     steps = [s for t in all_traces(traces) for s in t.steps]
     return sorted(steps, key=lambda s: start.get(s.span_ids[0], 0) if s.span_ids else 0)
+
+
+def flat(traces: Sequence[AgentTrace]) -> list[dict[str, Any]]:
+    """Every agent of a forest on its own, without the links between them (children, parent step),
+    by agent span id: what assembly got right about each agent whether or not it linked them."""
+    out = []
+    for t in traces:
+        out.append({**dump(t), "children": [], "parent_step_index": None})
+        out += flat(t.children)
+    return sorted(out, key=lambda d: d["agent_span_id"])
