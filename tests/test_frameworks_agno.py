@@ -14,11 +14,13 @@ member's ``{name}.run`` AGENT span are siblings under the leader's AGENT span.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import ReadableSpan
 from prometheus_client import CollectorRegistry
 
@@ -78,6 +80,18 @@ class Run:
                     and s.attributes.get("agent.name") == name)
 
 
+def in_own_thread(run: Callable[[], str]) -> str:
+    """``run()`` on a thread of its own: after a ``Team`` run the instrumentor leaves the team's
+    span as the current span of the thread that ran it (agno 3.1.10, openinference-instrumentation-agno
+    1.0.15), which would parent every later span of that thread, other tests' included."""
+    result: list[str] = []
+    thread = threading.Thread(target=lambda: result.append(run()))
+    thread.start()
+    thread.join()
+    assert result, "the scenario raised (see the thread's traceback above)"
+    return result[0]
+
+
 def scripted_run(script: dict, scenario: Callable[[FakeOpenAI], str]) -> Iterator[Run]:
     """The scenario traced by OpenInference, with the processor installed on the same provider."""
     telemetry = make_telemetry()
@@ -89,7 +103,7 @@ def scripted_run(script: dict, scenario: Callable[[FakeOpenAI], str]) -> Iterato
     instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
     try:
         with scripted(script) as server:
-            output = scenario(server)
+            output = in_own_thread(lambda: scenario(server))
             assert server.errors == []
     finally:
         instrumentor.uninstrument()
@@ -177,6 +191,26 @@ def test_team_one_step_per_model_response(team: Run) -> None:
 def test_team_tree(team: Run) -> None:
     """The member is a child of the leader's step that delegated to it."""
     assert_traces(team.traces(), expected_team(team))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "openinference-instrumentation-agno 1.0.15 leaves the Team's AGENT span as the current span after "
+    "Team.run returns (agno 3.1.10): every later span of that thread joins the team's finished trace"))
+def test_team_run_leaves_no_current_span() -> None:
+    telemetry = make_telemetry()
+    instrumentor = AgnoInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
+
+    def run(server: FakeOpenAI) -> str:
+        sc.run_team(server)
+        return "leaked" if otel_trace.get_current_span().get_span_context().is_valid else "clean"
+
+    try:
+        with scripted(sc.TEAM_SCRIPT) as server:
+            assert in_own_thread(lambda: run(server)) == "clean"
+    finally:
+        instrumentor.uninstrument()
+        telemetry.shutdown()
 
 
 # -- the processor ---------------------------------------------------------------------------------
