@@ -97,6 +97,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
         )
         if op.output_messages is None and present(attrs.get("llm.choices.0.completion.text")):
             op.output_messages = [Message("assistant", texts=[str(attrs["llm.choices.0.completion.text"])])]
+        if op.output_messages is None and present(attrs.get("output.value")):
+            op.output_messages = _bare_tool_calls(attrs["output.value"], issues)
         _fill_missing_arguments(attrs, op)
     elif op.kind == TOOL:
         _extract_tool(attrs, op)
@@ -106,7 +108,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
                 op,
                 agent_name=first_str(attrs, "agent.name", "graph.node.id") or _run_span_agent(op.record.name),
                 node_id=first_str(attrs, "graph.node.id"),
-                parent_node_id=first_str(attrs, "graph.node.parent_id"),
+                parent_node_id=_handed_over_by(attrs),
             )
         text = _io_text(attrs, "input.value", issues)
         if text:
@@ -114,6 +116,51 @@ def extract(record: SpanRecord, op: Operation) -> None:
         text = _io_text(attrs, "output.value", issues)
         if text:
             fill(op, output_messages=[Message("assistant", texts=[text])])
+
+
+def _bare_tool_calls(value: Any, issues: list[str]) -> list[Message] | None:
+    """A response recorded only as its tool calls, ``output.value`` a JSON list of chat
+    ``{id, function: {name, arguments}}`` (CrewAI's event-listener LLM spans, which flatten no
+    output message when the model called tools): one assistant message requesting them."""
+    text = as_str(value)
+    if not text or not text.startswith("[{"):
+        return None
+    raw = maybe_json(text, "output.value", issues)
+    if not isinstance(raw, list):
+        return None
+    calls = []
+    for item in raw:
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not present(function.get("name")):
+            return None
+        arguments = parse_json_value(function.get("arguments"), "output.value tool_call arguments", issues)
+        calls.append(RequestedCall(str(function["name"]), arguments, as_str(item.get("id"))))
+    return [Message("assistant", tool_calls=calls)]
+
+
+_CREWAI_TOOL_NAME = re.compile(r"Tool Name: ([^\n]+)\n")
+
+
+def _crewai_tool_name(attrs: Any) -> str | None:
+    """The name the model calls a CrewAI tool by (``delegate_work_to_coworker``), which its
+    ``tool.name`` (``Delegate work to coworker``) is not: the first line of CrewAI's description."""
+    description = attrs.get("tool.description")
+    match = _CREWAI_TOOL_NAME.match(description) if isinstance(description, str) else None
+    return match.group(1).strip() if match else None
+
+
+def _unquoted(name: str) -> str:
+    """A tool name recorded as its Python repr (``'get_weather'``: CrewAI's event-listener LLM
+    spans, for the calls echoed in their input) is the name."""
+    return name[1:-1] if len(name) > 2 and name[0] == name[-1] == "'" else name
+
+
+def _handed_over_by(attrs: Any) -> str | None:
+    """The agent this one took over from (``graph.node.parent_id``). CrewAI's instrumentor sets it
+    to the agent of the crew's previous task: a sequential crew runs its agents as peers, none
+    hands over to the next, so a CrewAI task's agent (``task_id`` set, in both of the
+    instrumentor's modes) names none."""
+    return None if "task_id" in attrs else first_str(attrs, "graph.node.parent_id")
 
 
 def _fill_missing_arguments(attrs: Any, op: Operation) -> None:
@@ -151,7 +198,7 @@ def _raw_calls(value: Any, found: dict[str, Any], depth: int) -> None:
 
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
-    fill(op, tool_name=first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
+    fill(op, tool_name=_crewai_tool_name(attrs) or first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
     if op.tool_name is None and (op.record.name == "handoff" or op.record.name.startswith("handoff to ")):
         # OpenAI Agents handoff: input.value / output.value name the source and target agents;
         # the tool the model called (transfer_to_...) is not recorded.
@@ -287,7 +334,7 @@ def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
             issues.append(f"{prefix}.message.tool_calls.{index}: no function name")
             continue
         arguments = parse_json_value(call.get("function.arguments"), f"{prefix} tool_call arguments", issues)
-        message.tool_calls.append(RequestedCall(str(name), arguments, as_str(call.get("id"))))
+        message.tool_calls.append(RequestedCall(_unquoted(str(name)), arguments, as_str(call.get("id"))))
     if "function_call_name" in fields:  # legacy OpenAI function calling
         arguments = parse_json_value(fields.get("function_call_arguments_json"), f"{prefix} function_call arguments", issues)
         message.tool_calls.append(RequestedCall(str(fields["function_call_name"]), arguments))
