@@ -35,7 +35,7 @@ from tests.frameworks import agno_scenarios as sc  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
-    all_traces,
+    check_processor_evaluated,
     assemble_with_logs,
     assert_traces,
     call,
@@ -216,23 +216,9 @@ def test_team_run_leaves_no_current_span() -> None:
 # -- the processor ---------------------------------------------------------------------------------
 
 
-def check_processor(run: Run, agents: dict[tuple[str], float], metric_samples: Any) -> None:
-    """What the processor evaluated is what ``assemble`` gives, each agent on its own."""
-    assert run.flushed is True
-
-    def alone(traces: list[AgentTrace]) -> list[AgentTrace]:
-        return [t.model_copy(update={"children": []}) for t in traces]
-
-    got = sorted((e.trace for e in run.recorder.evaluated), key=lambda t: t.start_time_unix_nano)
-    assert_traces(alone(got), alone(all_traces(run.traces())))
-    m = metric_samples(run.registry)
-    assert m.value("agent_eval_processor_errors_total") == 0.0
-    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == agents
-
-
 def test_processor_evaluated_the_agent_run(agent: Run, metric_samples: Any) -> None:
-    check_processor(agent, {("planner",): 1.0}, metric_samples)
+    check_processor_evaluated(agent, {("planner",): 1.0}, metric_samples)
 
 
 def test_processor_evaluated_the_team_run(team: Run, metric_samples: Any) -> None:
-    check_processor(team, {("lead",): 1.0, ("weather_agent",): 1.0}, metric_samples)
+    check_processor_evaluated(team, {("lead",): 1.0, ("weather_agent",): 1.0}, metric_samples)

@@ -30,14 +30,12 @@ handed off to it.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from otel_agent_eval import AgentTrace, assemble
-from otel_agent_eval.otlp import read_trace_file
 from tests.frameworks import autogen_scenarios as sc
 from tests.frameworks.harness import (
     RecordSpan,
@@ -50,8 +48,8 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.frameworks.venvs import framework_python
-from tests.openai_server import counted_usage, scripted, text, tool_calls
+from tests.frameworks.venvs import framework_python, run_in_venv
+from tests.openai_server import counted_usage, text, tool_calls
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "autogen_run.py"
 TOOL_ERROR = f"RuntimeError: {sc.TABLE_ERROR}"
@@ -114,13 +112,7 @@ def autogen_python() -> Path:
 
 
 def run_scenario(python: Path, scenario: str, script: dict, out: Path, instrumentation: str) -> Run:
-    with scripted(script) as server:
-        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out), instrumentation],
-                              capture_output=True, text=True, timeout=300, check=False)
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert server.errors == []
-    spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
-    output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
+    output, spans, _ = run_in_venv(python, RUNNER, script, out, scenario, instrumentation)
     return Run(output, [RecordSpan(r) for r in spans], instrumentation)
 
 

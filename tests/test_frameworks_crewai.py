@@ -26,8 +26,6 @@ tool-call list in ``output.value``, and the calls they echo name the tool by its
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +33,6 @@ import pytest
 
 from otel_agent_eval import AgentTrace, assemble
 from otel_agent_eval.cli import main
-from otel_agent_eval.otlp import read_trace_file
 from tests.frameworks import crewai_scenarios as sc
 from tests.frameworks.harness import (
     RecordSpan,
@@ -48,8 +45,8 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.frameworks.venvs import framework_python
-from tests.openai_server import counted_usage, scripted, text, tool_calls
+from tests.frameworks.venvs import framework_python, run_in_venv
+from tests.openai_server import counted_usage, text, tool_calls
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "crewai_run.py"
 TOOL_RESULT = f"Error executing tool: {sc.TABLE_ERROR}"  # what CrewAI sends the model back
@@ -110,17 +107,11 @@ def crewai_python() -> Path:
 
 
 def run_scenario(python: Path, scenario: str, script: dict, out: Path, mode: str) -> Run:
-    with scripted(script) as server:
-        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out), mode],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert server.errors == []
-        prompts: dict[str, str] = {}
-        for request in server.requests:
-            user = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
-            prompts.setdefault(request.body["model"], user[0])
-    spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
-    output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
+    output, spans, requests = run_in_venv(python, RUNNER, script, out, scenario, mode)
+    prompts: dict[str, str] = {}
+    for request in requests:
+        user = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+        prompts.setdefault(request.body["model"], user[0])
     return Run(output, [RecordSpan(r) for r in spans], out, prompts, mode)
 
 

@@ -25,7 +25,6 @@ Streamed responses carry no token usage (LlamaIndex does not ask for it).
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,6 @@ import pytest
 
 from otel_agent_eval import AgentTrace, TokenUsage, assemble
 from otel_agent_eval.cli import main
-from otel_agent_eval.otlp import read_trace_file
 from tests.frameworks import llamaindex_scenarios as sc
 from tests.frameworks.harness import (
     RecordSpan,
@@ -46,8 +44,8 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.openai_server import counted_usage, scripted, text, tool_calls
-from tests.frameworks.venvs import framework_python
+from tests.openai_server import counted_usage, text, tool_calls
+from tests.frameworks.venvs import framework_python, run_in_venv
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "llamaindex_run.py"
 TOOL_ERROR = f"RuntimeError: {sc.TABLE_ERROR}"
@@ -101,13 +99,7 @@ def llamaindex_python() -> Path:
 
 
 def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
-    with scripted(script) as server:
-        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out)],
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert server.errors == []
-    spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
-    output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
+    output, spans, _ = run_in_venv(python, RUNNER, script, out, scenario)
     return Run(output, [RecordSpan(r) for r in spans], out, streamed=scenario != "function_blocking")
 
 

@@ -23,7 +23,6 @@ agent's ``invoke_agent`` span.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import pytest
 
 from otel_agent_eval import AgentTrace, assemble
 from otel_agent_eval.logs import join_log_records
-from otel_agent_eval.otlp import decode_logs_protobuf, read_trace_file
+from otel_agent_eval.otlp import decode_logs_protobuf
 from tests.frameworks import semantic_kernel_scenarios as sc
 from tests.frameworks.harness import (
     RecordSpan,
@@ -44,8 +43,8 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.frameworks.venvs import framework_python
-from tests.openai_server import counted_usage, scripted, text, tool_calls
+from tests.frameworks.venvs import framework_python, run_in_venv
+from tests.openai_server import counted_usage, text, tool_calls
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "semantic_kernel_run.py"
 TOOL_ERROR = f"RuntimeError: {sc.TABLE_ERROR}"
@@ -100,17 +99,11 @@ def sk_python() -> Path:
 
 
 def run_scenario(python: Path, scenario: str, script: dict, out: Path) -> Run:
-    with scripted(script) as server:
-        done = subprocess.run([str(python), str(RUNNER), scenario, server.base_url, str(out)],
-                              capture_output=True, text=True, timeout=300, check=False)
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert server.errors == []
-        streamed = {bool(r.body.get("stream")) for r in server.requests}
-    spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
+    output, spans, requests = run_in_venv(python, RUNNER, script, out, scenario)
+    streamed = {bool(r.body.get("stream")) for r in requests}
     logs = decode_logs_protobuf(Path(f"{out}.logs").read_bytes())
     joined = join_log_records(spans, logs)
-    return Run(json.loads(done.stdout.strip().splitlines()[-1])["output"],
-               [RecordSpan(r) for r in joined], [RecordSpan(r) for r in spans], streamed)
+    return Run(output, [RecordSpan(r) for r in joined], [RecordSpan(r) for r in spans], streamed)
 
 
 @pytest.fixture(scope="module", params=["single", "streamed"])

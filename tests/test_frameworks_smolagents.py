@@ -34,7 +34,7 @@ from tests.frameworks import smolagents_scenarios as sc  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
-    all_traces,
+    check_processor_evaluated,
     assemble_with_logs,
     assert_traces,
     call,
@@ -238,23 +238,9 @@ def test_code_agent_steps(code: Run) -> None:
 # -- the processor ---------------------------------------------------------------------------------
 
 
-def check_processor(run: Run, agents: dict[tuple[str], float], metric_samples: Any) -> None:
-    """What the processor evaluated is what ``assemble`` gives, each agent on its own."""
-    assert run.flushed is True
-
-    def alone(traces: list[AgentTrace]) -> list[AgentTrace]:
-        return [t.model_copy(update={"children": []}) for t in traces]
-
-    got = sorted((e.trace for e in run.recorder.evaluated), key=lambda t: t.start_time_unix_nano)
-    assert_traces(alone(got), alone(all_traces(run.traces())))
-    m = metric_samples(run.registry)
-    assert m.value("agent_eval_processor_errors_total") == 0.0
-    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == agents
-
-
 def test_processor_evaluated_the_tool_calling_run(tool_calling: Run, metric_samples: Any) -> None:
-    check_processor(tool_calling, {("planner",): 1.0, ("weather_agent",): 1.0}, metric_samples)
+    check_processor_evaluated(tool_calling, {("planner",): 1.0, ("weather_agent",): 1.0}, metric_samples)
 
 
 def test_processor_evaluated_the_code_run(code: Run, metric_samples: Any) -> None:
-    check_processor(code, {("coder",): 1.0}, metric_samples)
+    check_processor_evaluated(code, {("coder",): 1.0}, metric_samples)

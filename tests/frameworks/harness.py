@@ -257,3 +257,18 @@ def flat(traces: Sequence[AgentTrace]) -> list[dict[str, Any]]:
         out.append({**dump(t), "children": [], "parent_step_index": None})
         out += flat(t.children)
     return sorted(out, key=lambda d: d["agent_span_id"])
+
+
+def check_processor_evaluated(run: Any, agents: dict[tuple[str], float], metric_samples: Any) -> None:
+    """What the processor evaluated is what ``assemble`` gives, each agent on its own: ``run`` has
+    ``flushed``, ``recorder`` (a ``RecordingSink``), ``traces()`` (assembled) and ``registry``."""
+    assert run.flushed is True
+
+    def alone(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
+        return [t.model_copy(update={"children": []}) for t in traces]
+
+    got = sorted((e.trace for e in run.recorder.evaluated), key=lambda t: t.start_time_unix_nano)
+    assert_traces(alone(got), alone(all_traces(run.traces())))
+    m = metric_samples(run.registry)
+    assert m.value("agent_eval_processor_errors_total") == 0.0
+    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == agents

@@ -13,11 +13,13 @@ Set ``OTEL_AGENT_EVAL_SKIP_FRAMEWORK_VENVS=1`` to skip these tests instead (offl
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +61,22 @@ def framework_python(name: str) -> Path:
     shutil.rmtree(venv, ignore_errors=True)
     building.rename(venv)
     return python
+
+
+def run_in_venv(python: Path, runner: Path, script: dict[str, Any], out: Path, *args: str) -> tuple[Any, list[Any], list[Any]]:
+    """Run a framework scenario (``runner SCENARIO BASE_URL OUT [ARGS]``, its ``args[0]`` the scenario)
+    in its virtualenv against a scripted local model server. Returns the ``output`` the runner printed
+    last (JSON), the spans it wrote to ``out`` (OTLP protobuf) in start order, and the requests the
+    server received. The run must succeed and the server must have seen only what it was scripted for."""
+    from otel_agent_eval.otlp import read_trace_file
+    from tests.openai_server import scripted
+
+    scenario, *rest = args
+    with scripted(script) as server:
+        done = subprocess.run([str(python), str(runner), scenario, server.base_url, str(out), *rest],
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert server.errors == []
+        requests = list(server.requests)
+    spans = sorted(read_trace_file(out), key=lambda r: r.start_time_unix_nano)
+    return json.loads(done.stdout.strip().splitlines()[-1])["output"], spans, requests
