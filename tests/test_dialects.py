@@ -12,7 +12,10 @@ import json
 from typing import Any
 
 from otel_agent_eval import assemble
-from otel_agent_eval.assembly.dialects import GENAI_MARKERS, is_genai, read_operation
+from otel_agent_eval.assembly.dialects import (
+    DIALECTS, GENAI_MARKERS, adk, detected, is_genai, legacy, openinference, pydantic_ai, read_operation, semconv, traceloop,
+    vercel,
+)
 from otel_agent_eval.records import STATUS_ERROR, SpanEvent, SpanRecord
 
 QUESTION = "Weather and time in Paris?"
@@ -163,13 +166,69 @@ def strands_spans() -> list[SpanRecord]:
     ]
 
 
+def adk_spans() -> list[SpanRecord]:
+    # google/adk-python telemetry/tracing.py without OpenInference: Gemini request/response JSON on call_llm,
+    # execute_tool spans nested under it with tool_call_args / tool_response.
+    user = {"role": "user", "parts": [{"text": QUESTION}]}
+    calls = {"role": "model", "parts": [{"function_call": {"id": i, "name": n, "args": a}} for i, n, a, _ in CALLS]}
+    results = {"role": "user", "parts": [{"function_response": {"id": i, "name": n, "response": {"result": r}}} for i, n, _, r in CALLS]}
+    adk = {"gen_ai.system": "gcp.vertex.agent", "gen_ai.request.model": "gemini-2.0-flash"}
+
+    def call_llm(span_id: int, start: int, end: int, contents: list, content: dict) -> SpanRecord:
+        return span(span_id, "call_llm", start, end, scope_name="gcp.vertex.agent", attributes=adk | {
+            "gcp.vertex.agent.llm_request": json.dumps({"model": "gemini-2.0-flash", "contents": contents}),
+            "gcp.vertex.agent.llm_response": json.dumps({"content": content})})
+
+    return [
+        span(1, "agent_run [weather]", 0, 100, None, scope_name="gcp.vertex.agent"),
+        call_llm(2, 1, 20, [user], calls),
+        *[span(3 + k, f"execute_tool {n}", 11, 19, 2, scope_name="gcp.vertex.agent", attributes=adk | {
+               "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": n, "gen_ai.tool.call.id": i,
+               "gcp.vertex.agent.tool_call_args": json.dumps(a), "gcp.vertex.agent.tool_response": r})
+          for k, (i, n, a, r) in enumerate(CALLS)],
+        call_llm(9, 21, 30, [user, calls, results], {"role": "model", "parts": [{"text": ANSWER}]}),
+    ]
+
+
+def pydantic_ai_spans() -> list[SpanRecord]:
+    # pydantic/pydantic-ai _instrumentation.py (v2 names): "{agent} run" with agent_name / final_result,
+    # semconv model spans, "running tool: {name}" spans with tool_arguments / tool_response.
+    requested = [{"role": "assistant", "parts": [{"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a, _ in CALLS]}]
+    results = [{"role": "user", "parts": [{"type": "tool_call_response", "id": i, "name": n, "result": r} for i, n, _, r in CALLS]}]
+    user = [{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    scope = "pydantic-ai"
+    return [
+        span(1, "weather run", 0, 100, None, scope_name=scope, attributes={
+             "agent_name": "weather", "gen_ai.agent.name": "weather", "final_result": ANSWER}),
+        span(2, "chat gpt-4o", 1, 10, scope_name=scope, attributes=chat | {
+             "gen_ai.input.messages": json.dumps(user), "gen_ai.output.messages": json.dumps(requested)}),
+        span(3, "running 2 tools", 11, 20, scope_name=scope, attributes={}),
+        *[span(4 + k, f"running tool: {n}", 11, 19, 3, scope_name=scope, attributes={
+               "gen_ai.tool.name": n, "gen_ai.tool.call.id": i, "tool_arguments": json.dumps(a), "tool_response": r})
+          for k, (i, n, a, r) in enumerate(CALLS)],
+        span(9, "chat gpt-4o", 21, 30, scope_name=scope, attributes=chat | {
+             "gen_ai.input.messages": json.dumps(user + requested + results),
+             "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}])}),
+    ]
+
+
+SCENARIO_BY_DIALECT = {
+    semconv: semconv_spans, adk: adk_spans, vercel: vercel_legacy_spans, pydantic_ai: pydantic_ai_spans,
+    openinference: openinference_spans, legacy: strands_spans, traceloop: legacy_indexed_spans,
+}
+"""The weather scenario as each registered dialect records it (legacy: Strands' span events; traceloop:
+OpenLLMetry's indexed prompts under traceloop-sdk decorators). Every dialect in ``DIALECTS`` needs one."""
+BUILDERS = tuple(dict.fromkeys(SCENARIO_BY_DIALECT.values()))
+
+
 def test_same_behaviour_same_steps_in_every_dialect() -> None:
-    for build in (semconv_spans, legacy_indexed_spans, openinference_spans, vercel_legacy_spans, strands_spans):
+    for build in BUILDERS:
         assert structure(build()) == EXPECTED, build.__name__
 
 
 def test_agent_names_and_inputs_per_dialect() -> None:
-    for build in (semconv_spans, legacy_indexed_spans, openinference_spans, vercel_legacy_spans, strands_spans):
+    for build in BUILDERS:
         (trace,) = assemble(build())
         assert trace.agent_name == "weather", build.__name__
         assert trace.final_output == ANSWER, build.__name__
@@ -178,7 +237,7 @@ def test_agent_names_and_inputs_per_dialect() -> None:
 
 def test_markers_are_few_and_detect_every_dialect() -> None:
     assert len(GENAI_MARKERS) <= 12
-    for build in (semconv_spans, legacy_indexed_spans, openinference_spans, vercel_legacy_spans, strands_spans):
+    for build in BUILDERS:
         assert any(is_genai(s.attributes) for s in build()), build.__name__
     assert not is_genai({"http.method": "GET"})
 
@@ -286,19 +345,70 @@ def test_malformed_json_becomes_a_step_issue_not_a_crash() -> None:
     assert [c.name for c in trace.steps[0].tool_calls] == ["get_weather", "get_time"]
 
 
+MALFORMED = ["{", "[1, 2", '{"a": ' * 50]
+"""Strings that start like JSON and are not: kept raw, with a ``malformed JSON`` issue."""
+NOT_CONTENT = ["null", "42", "", "<not specified>", 3.5, ("a", "b")]
+"""Valid JSON of the wrong shape, empty, placeholder and non-string values."""
+
+
+def _is_json(value: Any) -> bool:
+    if not isinstance(value, str) or value[:1] not in "[{":
+        return False
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
+def corrupt(spans: list[SpanRecord], garbage: Any) -> tuple[list[SpanRecord], set[str]]:
+    """Every JSON content value (span and span-event attributes) replaced by ``garbage``; the names
+    of what was replaced (``key``, or ``event.key`` for an event attribute)."""
+    out, replaced = [], set()
+    for record in spans:
+        replaced |= {k for k, v in record.attributes.items() if _is_json(v)}
+        replaced |= {f"{e.name}.{k}" for e in record.events for k, v in e.attributes.items() if _is_json(v)}
+        out.append(dataclasses.replace(
+            record,
+            attributes={k: garbage if _is_json(v) else v for k, v in record.attributes.items()},
+            events=tuple(dataclasses.replace(e, attributes={k: garbage if _is_json(v) else v for k, v in e.attributes.items()})
+                         for e in record.events)))
+    return out, replaced
+
+
+def test_every_dialect_has_a_scenario_it_reads() -> None:
+    assert set(SCENARIO_BY_DIALECT) == set(DIALECTS), "add the weather scenario as the new dialect records it"
+    for dialect, build in SCENARIO_BY_DIALECT.items():
+        assert any(dialect in detected(record) for record in build()), dialect.__name__
+
+
 def test_malformed_attributes_in_every_dialect_do_not_crash() -> None:
-    garbage = ["{", "[1, 2", "null", "42", "", "<not specified>", '{"a": ' * 50, 3.5, ("a", "b")]
-    keys = ["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "llm.input_messages.0.message.content",
-            "gen_ai.prompt.0.content", "gen_ai.completion.0.content", "ai.response.toolCalls", "ai.prompt.messages",
-            "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response", "tool_arguments", "traceloop.entity.input",
-            "input.value", "output.value", "gen_ai.prompt", "gen_ai.completion", "gen_ai.tool.call.id"]
-    markers = [{"gen_ai.operation.name": "chat"}, {"openinference.span.kind": "LLM"}, {"ai.operationId": "ai.generateText.doGenerate"},
-               {"llm.request.type": "chat"}, {"gen_ai.system": "gcp.vertex.agent"}, {"gen_ai.operation.name": "execute_tool"}]
-    for marker in markers:
-        for value in garbage:
-            attrs = dict(marker, **{key: value for key in keys})
-            events = (SpanEvent("gen_ai.choice", 1, {"message": value}), SpanEvent("gen_ai.user.message", 1, {"content": value}))
-            assemble([span(1, "call_llm", 0, 1, None, attributes=attrs, events=events, status_code=STATUS_ERROR)])
+    """Every JSON content attribute of every dialect's scenario replaced by garbage: the run keeps its
+    structure (agent, one step per model call, the executed tools with their ids), malformed JSON is
+    kept raw with an issue naming where it was, and the other garbage raises no false alarm."""
+    assert set(SCENARIO_BY_DIALECT) == set(DIALECTS)
+    for dialect, build in SCENARIO_BY_DIALECT.items():
+        for garbage in MALFORMED + NOT_CONTENT:
+            where = f"{dialect.__name__.rsplit('.', 1)[-1]} with {garbage!r:.20}"
+            spans, replaced = corrupt(build(), garbage)
+            assert replaced, where
+            traces = assemble(spans)
+            assert len(traces) == 1, where
+            (trace,) = traces
+            assert trace.agent_name == "weather", where
+            assert [[(c.name, c.call_id, c.executed) for c in step.tool_calls] for step in trace.steps] == [
+                [(name, call_id, True) for call_id, name, _, _ in CALLS], []], where
+            issues = trace.issues + [issue for step in trace.steps for issue in step.issues]
+            malformed = [issue for issue in issues if "malformed JSON" in issue]
+            if garbage in MALFORMED:
+                assert all(issue.endswith("kept raw") for issue in malformed), where
+                named = {issue.split(":", 1)[0].split(" ", 1)[0] for issue in malformed}
+                # an indexed key is named by its message (``llm.output_messages.0 tool_call arguments``)
+                unreported = {key for key in replaced if not any(key == n or key.startswith(n + ".") for n in named)}
+                assert not unreported, f"{where}: {sorted(unreported)}"
+                assert [c.arguments for c in trace.steps[0].tool_calls] == [garbage, garbage], where
+            else:
+                assert malformed == [], where
 
 
 def test_truncated_attribute_is_kept_with_an_issue() -> None:
