@@ -185,10 +185,22 @@ def test_stacked_tool_spans_are_merged() -> None:
 
 
 def test_parent_cycles_and_duplicate_span_ids_do_not_crash() -> None:
-    spans = [span(1, "x", 0, 10, 2, **{"gen_ai.operation.name": "invoke_agent"}), span(2, "y", 0, 10, 1),
-             chat(3, 1, 5, 1, text="a"), chat(3, 1, 5, 2, text="duplicate"), tool(4, "t", 6, 7, 4)]
-    traces = assemble(spans)
-    assert isinstance(traces, list)
+    """A parent cycle ends the ancestry walk, a span that is its own parent is a root, and a second span
+    reusing a known id is ignored (the first kept) and counted in the run's issues."""
+    spans = [span(1, "x", 0, 10, 2, **{"gen_ai.operation.name": "invoke_agent"}), span(2, "y", 0, 10, 1),  # 1 <-> 2
+             chat(3, 1, 5, 1, text="a"), chat(3, 1, 5, 2, text="duplicate"), chat(3, 1, 5, 1, text="a"),  # only the first span 3 is kept
+             tool(4, "t", 6, 7, 4)]  # its own parent: a root of its own, no agent above it
+    ignored = "1 span(s) reusing a span id already in the trace ignored; the first kept"
+    agent_run, tool_run = assemble(spans)
+    assert (agent_run.agent_name, agent_run.agent_span_id, agent_run.final_output) == ("x", f"{1:016x}", "a")
+    assert [(s.output, s.span_ids, s.tool_calls) for s in agent_run.steps] == [("a", [f"{3:016x}"], [])]
+    assert agent_run.issues == [ignored]
+    assert (tool_run.agent_name, tool_run.agent_span_id) == ("execute_tool t", f"{4:016x}")  # the local root names an implicit run
+    (step,) = tool_run.steps
+    assert [(c.name, c.span_id, c.executed) for c in step.tool_calls] == [("t", f"{4:016x}", True)]
+    assert step.issues == ["tool spans without any LLM span in this agent; grouped into one step"]
+    assert tool_run.issues == [ignored]
+    assert "duplicate" not in agent_run.model_dump_json() + tool_run.model_dump_json()
 
 
 def test_content_not_captured() -> None:
