@@ -598,10 +598,43 @@ def test_surrogate_agent_name_does_not_break_the_metrics_exposition() -> None:
     assert b"agent_eval_traces_evaluated_total" in generate_latest(processor.registry)
 
 
-@pytest.mark.parametrize("name", ["invalid UTF-8 bytes", "lone surrogates"])
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None: how JSON (which has neither) carries them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+HOSTILE_VALUES_KEPT = {
+    # what survives of the hostile values, cleaned: invalid UTF-8 replaced, lone surrogates as "?"
+    "invalid UTF-8 bytes": lambda t: (t.agent_name, [(c.name, c.arguments, c.result) for c in t.tool_calls]) == (
+        "\ufffd\ufffd", [("\ufffd", "\ufffd", "\ufffd")]),
+    "lone surrogates": lambda t: (t.input, [(c.call_id, c.arguments, c.result) for c in t.tool_calls]) == (
+        "?", [("c?", {"x": "?"}, "?")]),
+    "NaN and infinities": lambda t: [(c.arguments, c.result) for c in t.tool_calls] == [
+        ({"x": None, "y": None}, None), ({"x": 1}, None)],
+    "10MB strings": lambda t: t.tool_calls[0].result == MB10 and "over the 1000000 parse limit" in t.steps[0].issues[0],
+}
+
+
+@pytest.mark.parametrize("name", list(hostile_traces()))
 def test_assembled_hostile_traces_serialize_to_json(name: str) -> None:
-    for trace in assemble(hostile_traces()[name]):
-        AgentTrace.model_validate_json(trace.model_dump_json())
+    """Every assembled hostile trace is strict JSON (valid UTF-8, no NaN token) and reads back equal,
+    non-finite numbers as null; the cleaned hostile values are still in it."""
+    traces = assemble(hostile_traces()[name])
+    assert traces
+    for trace in traces:
+        text = trace.model_dump_json()
+        text.encode("utf-8")  # strict: a lone surrogate would raise
+        json.loads(text, parse_constant=lambda token: pytest.fail(f"{token} in the JSON"))
+        restored = AgentTrace.model_validate_json(text)
+        assert restored.model_dump() == _finite(trace.model_dump())
+        if name in HOSTILE_VALUES_KEPT:
+            assert HOSTILE_VALUES_KEPT[name](restored), restored
 
 
 def test_shutdown_counts_the_job_a_worker_holds() -> None:
