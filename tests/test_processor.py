@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 import os
 import threading
 import time
@@ -220,13 +221,25 @@ def test_intake_full_is_counted_when_the_background_thread_lags(make: Any, monke
 
 
 def test_shutdown_evaluates_pending_traces(make: Any) -> None:
+    """Runs still waiting for their settle delay are evaluated by ``shutdown()``: before it returns,
+    each has its evaluation span and its result records exported, and is counted."""
     s = make(settle_delay_seconds=30)
     s.run(4)
-    assert s.processor.stats.traces_evaluated.total() == 0
+    agent_spans = {sp.context.trace_id: sp.context.span_id for sp in s.spans.get_finished_spans() if sp.name == "invoke_agent calc"}
+    assert len(agent_spans) == 4
+    assert s.evaluation_spans() == [] and s.processor.stats.traces_evaluated.total() == 0  # all four pending
     s.processor.shutdown()
-    assert s.processor.stats.traces_evaluated.total() == 4
+    evaluations = s.evaluation_spans()
+    assert sorted(e.context.trace_id for e in evaluations) == sorted(agent_spans)  # exactly one per run
+    assert all(e.parent.span_id == agent_spans[e.context.trace_id] for e in evaluations)
+    results = Counter((r.log_record.trace_id, r.log_record.attributes["gen_ai.evaluation.name"])
+                      for r in s.logs.get_finished_logs() if r.log_record.event_name == "gen_ai.evaluation.result")
+    evaluators = ("tool_call_accuracy", "tool_failure_recovery", "loop_detection", "step_budget")
+    assert results == Counter({(trace_id, name): 1 for trace_id in agent_spans for name in evaluators})
+    assert labels(s, "agent_eval_traces_evaluated_total") == {"calc|shop": 4.0}
     assert labels(s, "agent_eval_traces_completed_total") == {"shutdown": 4.0}
     s.run(1)  # spans after shutdown are ignored, never an error
+    assert len(s.evaluation_spans()) == 4
     assert s.processor.stats.processor_errors.value == 0
 
 
