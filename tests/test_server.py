@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from email.message import Message
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -24,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from tests.openai_server import FakeOpenAI, user_text
 from tests.test_server_helpers import SCENARIO_BY_NAME, SCENARIOS, Receiver, ServerProcess, run_scenarios, wait_for
 
 
@@ -138,50 +140,75 @@ def test_two_services_whose_agents_share_a_name_stay_apart(tmp_path: Path, recei
     assert {r["attributes"]["agent_eval.service.name"] for r in results} == set(runs)
 
 
-def test_grpc_traces_and_genai_logs_joined(tmp_path: Path, receiver: Receiver, servers: list) -> None:
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+
+
+def _event_only_run(tracer: Any, content_logger: Any, mark: str) -> str:
+    """A weather-agent run as an instrumentation in event-only content mode records it: spans without
+    any content, prompts and completions in one details log record per model call; every text carries
+    ``mark``. Returns the trace id (hex)."""
     from opentelemetry._logs import LogRecord
+    from opentelemetry.trace import set_span_in_context
+
+    def chat(inputs: list, outputs: list) -> None:
+        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}) as span:
+            content_logger.emit(LogRecord(context=set_span_in_context(span), event_name=DETAILS_EVENT, attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(inputs),
+                "gen_ai.output.messages": json.dumps(outputs)}))
+
+    question = [{"role": "user", "parts": [{"type": "text", "content": f"Weather in Paris? {mark}-question"}]}]
+    call = {"type": "tool_call", "id": f"{mark}-call", "name": "get_weather", "arguments": {"city": f"Paris {mark}-argument"}}
+    with tracer.start_as_current_span("invoke_agent weather-agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather-agent"}) as agent:
+        chat(question, [{"role": "assistant", "parts": [{"type": "text", "content": f"{mark}-thought"}, call]}])
+        with tracer.start_as_current_span("execute_tool get_weather", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather", "gen_ai.tool.call.id": f"{mark}-call"}):
+            pass
+        chat(question, [{"role": "assistant", "parts": [{"type": "text", "content": f"Sunny. {mark}-answer"}]}])
+    return format(agent.get_span_context().trace_id, "032x")
+
+
+def test_grpc_traces_and_genai_logs_joined(tmp_path: Path, receiver: Receiver, servers: list, server: FakeOpenAI) -> None:
+    """Spans and event-only content log records over gRPC: the assembled steps carry what only the log
+    records had (the judge is shown each run's question, thought, call arguments and answer, and no
+    other run's), and the log records are counted."""
     from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import get_current_span
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    server = ServerProcess(tmp_path, receiver=receiver)
-    servers.append(server)
+    judge = server  # the fake OpenAI endpoint of tests/conftest.py, answering "yes"
+    serve = ServerProcess(tmp_path, receiver=receiver, env={
+        "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge.base_url,
+        "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"})
+    servers.append(serve)
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(
-        SimpleLogRecordProcessor(GrpcLogExporter(endpoint=server.grpc_endpoint, insecure=True, timeout=5)))
-    content_logger = logger_provider.get_logger("genai-content")
+        SimpleLogRecordProcessor(GrpcLogExporter(endpoint=serve.grpc_endpoint, insecure=True, timeout=5)))
     tracer_provider = TracerProvider()
-
-    class ContentLogging:  # emits one GenAI content log record inside every chat span, like event-only instrumentations
-        def on_start(self, span, parent_context=None):
-            if span.name.startswith("chat"):
-                from opentelemetry import trace
-
-                ctx = trace.set_span_in_context(span)
-                content_logger.emit(LogRecord(context=ctx, event_name="gen_ai.client.inference.operation.details",
-                                              attributes={"gen_ai.operation.name": "chat"}, body={"note": "content"}))
-
-        def on_end(self, span): ...
-        def shutdown(self): ...
-        def force_flush(self, timeout_millis=30000): return True
-        def _on_ending(self, span): ...
-
-    tracer_provider.add_span_processor(ContentLogging())  # type: ignore[arg-type]
-    assert get_current_span() is not None
-    exporter = GrpcSpanExporter(endpoint=server.grpc_endpoint, insecure=True, compression=grpc.Compression.Gzip, timeout=5)
-    scenarios = [SCENARIO_BY_NAME["weather: good (parallel calls)"], SCENARIO_BY_NAME["research: loop"]]
-    trace_ids = run_scenarios(exporter, scenarios, tracer_provider=tracer_provider)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(
+        GrpcSpanExporter(endpoint=serve.grpc_endpoint, insecure=True, compression=grpc.Compression.Gzip, timeout=5)))
+    tracer = tracer_provider.get_tracer("test-app")
+    marks = ["RUNONE", "RUNTWO"]
+    trace_ids = [_event_only_run(tracer, logger_provider.get_logger("genai-content"), mark) for mark in marks]
     logger_provider.shutdown()
+    tracer_provider.shutdown()
 
-    evaluations = wait_for(lambda: len(receiver.evaluation_spans()) >= 2 and _evaluations_by_trace(receiver), 20, "evaluations")
+    evaluations = wait_for(lambda: len(receiver.evaluation_spans()) >= 4 and _evaluations_by_trace(receiver), 20, "evaluations")
     assert sorted(evaluations) == sorted(trace_ids)
-    metrics = server.metrics()
-    chat_spans = sum(len(s.turns) for s in scenarios)
-    assert metrics.sum("agent_eval_server_log_records_total", outcome="accepted") == chat_spans
-    assert metrics.sum("agent_eval_log_records_kept_total") == chat_spans
-    assert metrics.sum("agent_eval_server_requests_total", transport="grpc", signal="logs", outcome="ok") == chat_spans
+    assert {e["name"] for spans in evaluations.values() for e in spans} == {"evaluate_agent weather-agent", "judge_agent weather-agent"}
+    prompts = [user_text(request.body) for request in judge.requests]
+    assert len(prompts) == 2
+    for mark in marks:
+        (prompt,) = [p for p in prompts if mark in p]  # the other run's content is not in its prompt
+        for part in ("question", "thought", "argument", "answer"):
+            assert f"{mark}-{part}" in prompt, (mark, part, prompt)
+    metrics = serve.metrics()
+    model_calls = 2 * len(marks)
+    assert metrics.sum("agent_eval_server_log_records_total", outcome="accepted") == model_calls
+    assert metrics.sum("agent_eval_log_records_kept_total") == model_calls
+    assert metrics.sum("agent_eval_server_requests_total", transport="grpc", signal="logs", outcome="ok") == model_calls
     assert metrics.sum("agent_eval_server_requests_total", transport="grpc", signal="traces", outcome="ok") >= 1
     assert metrics.sum("agent_eval_traces_evaluated_total") == 2
 
