@@ -184,6 +184,43 @@ def test_stacked_tool_spans_are_merged() -> None:
     assert steps(spans) == [[("t", "c1", "r", True, True)]]
 
 
+def test_a_repeated_call_id_goes_to_the_first_turn_with_that_call_still_open() -> None:
+    spans = [agent()]
+    for turn in range(2):
+        start = 100 * turn
+        spans.append(chat(10 + turn, start, start + 5, calls=[("c1", "ping", {"n": turn})]))
+        spans.append(tool(20 + turn, "ping", start + 10, start + 12, call_id="c1", args={"n": turn}, result=json.dumps({"turn": turn})))
+    spans.append(chat(30, 500, 505, text="pong"))
+    (trace,) = assemble(reversed(spans))
+    assert [[(c.arguments, c.result, c.span_id) for c in s.tool_calls] for s in trace.steps] == [
+        [({"n": 0}, {"turn": 0}, format(20, "016x"))], [({"n": 1}, {"turn": 1}, format(21, "016x"))], []]
+
+
+def long_run(turns: int, with_ids: bool) -> list[SpanRecord]:
+    """``turns`` turns of two parallel calls; the second call's tool span starts first."""
+    spans = [agent(end=10_000 * (turns + 1))]
+    for turn in range(turns):
+        calls = [(f"t{turn}c{i}" if with_ids else None, "lookup", {"turn": turn, "i": i}) for i in range(2)]
+        start = 10_000 * turn
+        spans.append(chat(100 + turn, start, start + 5, calls=calls))
+        for i, (call_id, name, args) in enumerate(calls):
+            spans.append(tool(10_000 + 2 * turn + i, name, start + 20 - i, start + 22 - i, call_id=call_id, args=args,
+                              result=json.dumps({"turn": turn, "i": i})))
+    spans.append(chat(99, 10_000 * turns, 10_000 * turns + 5, text="done"))
+    return spans
+
+
+def test_long_runs_attach_every_tool_span_to_the_call_of_its_own_turn() -> None:
+    for with_ids in (True, False):
+        (trace,) = assemble(long_run(300, with_ids))
+        assert len(trace.steps) == 301
+        for turn, step in enumerate(trace.steps[:-1]):
+            assert [(c.arguments, c.result, c.executed, c.requested) for c in step.tool_calls] == [
+                ({"turn": turn, "i": i}, {"turn": turn, "i": i}, True, True) for i in range(2)]
+            assert step.issues == []
+        assert trace.steps[-1].output == "done"
+
+
 def test_parent_cycles_and_duplicate_span_ids_do_not_crash() -> None:
     """A parent cycle ends the ancestry walk, a span that is its own parent is a root, and a second span
     reusing a known id is ignored (the first kept) and counted in the run's issues."""

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+from collections import Counter
+from typing import Any
+
 import pytest
 
-from otel_agent_eval import AgentStep, AgentTrace, ToolCall, ToolCallAccuracy, ToolExpectation
+from otel_agent_eval import (
+    AgentStep,
+    AgentTrace,
+    ToolCall,
+    ToolCallAccuracy,
+    ToolExpectation,
+)
+from otel_agent_eval.assembly.dialects.base import canonical_json
 from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolFailureRecovery
 
 
@@ -117,6 +129,35 @@ def test_loop_detection_counts_identical_arguments_only() -> None:
     varied = [ToolCall(name="s", arguments={"q": q}) for q in "xyz"]
     (fine,) = LoopDetection(threshold_calls=3).evaluate(trace(*varied))
     assert fine.label == "pass"
+
+
+def canonical_loops(t: AgentTrace, threshold_calls: int) -> dict[str, int]:
+    """The documented counting: calls are the same when their name and canonical JSON arguments are."""
+    counts = Counter((call.name, canonical_json(call.arguments)) for call in t.tool_calls)
+    return {f"{name}({args})": n for (name, args), n in counts.items() if n >= threshold_calls}
+
+
+def test_loop_detection_counts_calls_as_canonical_json_does() -> None:
+    """Whatever the arguments (dicts of scalars it counts by identity, JSON text, lists, NaN, -0.0, bools
+    against numbers), the repeated calls, their order and the label are those of canonical JSON."""
+    values: list[Any] = [
+        {"a": 1}, {"a": True}, {"a": 1.0}, {"a": "1"}, {"a": None}, {"a": 0}, {"a": False}, {"b": 1, "a": 2},
+        {"a": 2, "b": 1}, '{"a": 1}', '{"a":2,"b":1}', "not json", {"a": [1]}, {"a": {"b": 1}}, None, [1], {1: "x"},
+        {"1": "x"}, {"a": float("nan")}, {"a": -0.0}, {"a": 0.0}, 1, "1", True,
+    ]
+    rng = random.Random(3)
+    evaluators = [LoopDetection(threshold_calls=2), LoopDetection(threshold_calls=3)]
+    cases = [list(pair) * 2 for pair in itertools.combinations_with_replacement(values, 2)]
+    cases += [[rng.choice(values) for _ in range(rng.randint(0, 9))] for _ in range(400)]
+    for arguments in cases:
+        calls = [ToolCall(name=rng.choice("xy") if len(arguments) > 6 else "x", arguments=a) for a in arguments]
+        t = AgentTrace(trace_id="t", steps=[AgentStep(index=0, tool_calls=calls)])
+        for evaluator in evaluators:
+            (result,) = evaluator.evaluate(t)
+            expected = canonical_loops(t, evaluator.threshold_calls)
+            assert result.details.get("repeated_calls", {}) == expected, arguments
+            assert list(result.details.get("repeated_calls", {})) == list(expected), arguments
+            assert result.label == ("fail" if expected else "pass")
 
 
 def test_step_budget() -> None:

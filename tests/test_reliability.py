@@ -580,7 +580,7 @@ def test_hostile_attributes_through_the_sdk_hot_path() -> None:
         assert {r.label for r in evaluated.results} <= {"pass", "fail", "skipped", "error"}
 
 
-# --- regression tests for the bugs these tests found (all fixed) ------------------------------------
+# --- deeply nested arguments without call ids; a surrogate in an agent name ---------------------------
 
 
 def test_assemble_survives_deeply_nested_arguments_without_call_ids() -> None:

@@ -1,10 +1,9 @@
-"""Shortcuts taken for throughput (round 2) give the results of the general code they skip.
+"""Dialect helpers give exactly the results their definitions state.
 
-* ``canonical_json`` reuses one encoder instead of building one per call: the same
-  text as ``json.dumps(sort_keys=True, separators=(",", ":"), default=str)``, and
-  ``repr`` for what JSON cannot encode (cycles included).
-* ``unwrap_tool_payload`` returns a dict without any wrapper key as it is.
-* semconv ``extract`` fills only empty fields, like ``fill``, without calling it.
+* ``canonical_json``: the text of ``json.dumps(sort_keys=True, separators=(",", ":"), default=str)``,
+  and ``repr`` for what JSON cannot encode (cycles included);
+* ``unwrap_tool_payload``: a dict without any wrapper key is returned as it is, every wrapper is stripped;
+* semconv ``extract`` fills only empty fields (as ``fill`` does) and leaves empty values unset.
 """
 
 from __future__ import annotations
