@@ -147,7 +147,7 @@ def test_executed_not_requested_is_flagged() -> None:
     (trace,) = assemble(spans)
     (call_t, call_other) = trace.steps[0].tool_calls
     assert (call_other.name, call_other.requested, call_other.executed) == ("other", False, True)
-    assert any("not requested" in issue for issue in trace.steps[0].issues)
+    assert trace.steps[0].issues == ["tool span 0000000000000004 (other) was not requested by this turn"]
 
 
 def test_nested_agent_as_tool_is_its_own_trace_linked_to_the_step() -> None:

@@ -340,9 +340,14 @@ def test_malformed_json_becomes_a_step_issue_not_a_crash() -> None:
     broken = dict(spans[1].attributes, **{"gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "tool_'})
     spans[1] = span(2, "chat gpt-4o", 1, 10, attributes=broken)
     (trace,) = assemble(spans)
-    assert any("malformed JSON" in issue for issue in trace.steps[0].issues)
+    malformed, not_a_list, *not_requested = trace.steps[0].issues
+    assert malformed.startswith("gen_ai.output.messages: malformed JSON (") and malformed.endswith("kept raw")
+    assert not_a_list == "gen_ai.output.messages: expected a list of messages, got str"
+    assert not_requested == ["tool span 0000000000000003 (get_weather) was not requested by this turn",
+                             "tool span 0000000000000004 (get_time) was not requested by this turn"]
     # the tools still ran and are kept, flagged as not requested by a turn whose output was unreadable
-    assert [c.name for c in trace.steps[0].tool_calls] == ["get_weather", "get_time"]
+    assert [(c.name, c.call_id, c.arguments, c.requested, c.executed) for c in trace.steps[0].tool_calls] == [
+        ("get_weather", "call_1", {"city": "Paris"}, False, True), ("get_time", "call_2", {"city": "Paris"}, False, True)]
 
 
 MALFORMED = ["{", "[1, 2", '{"a": ' * 50]
