@@ -183,8 +183,6 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The running demo (with a fake judge when possible) and a Prometheus scraping it."""
     prometheus = require_binary("prometheus")
-    if importlib.util.find_spec("otel_agent_eval.__main__") is None:
-        pytest.skip("the demo (python -m otel_agent_eval demo) is not implemented yet")
     tmp = tmp_path_factory.mktemp("live")
     demo_port, prom_port = _free_port(), _free_port()
     metrics_url = f"http://127.0.0.1:{demo_port}/metrics"
