@@ -34,6 +34,8 @@ TEST_FILES = ("tests/test_frameworks_*.py", "tests/test_pydantic_ai_processor.py
 OUT_ENV = "OTEL_AGENT_EVAL_FIDELITY_OUT"
 TABLES = "<!-- tables -->"
 """Where the generated tables go in ``fidelity.md``."""
+SOURCE_NOTE = "<!-- The source of docs/fidelity.md"
+"""``fidelity.md``'s first line, for its editors (not copied)."""
 
 
 @dataclass(frozen=True)
@@ -421,7 +423,10 @@ def check(entries: Sequence[Entry]) -> None:
 def render(entries: Sequence[Entry]) -> str:
     """``docs/fidelity.md``: the prose of ``fidelity.md`` with the two tables in its ``<!-- tables -->``."""
     check(entries)
-    head, tail = PROSE.read_text().split(TABLES + "\n")
+    prose = PROSE.read_text()
+    if prose.startswith(SOURCE_NOTE):
+        prose = prose.split("\n", 1)[1]
+    head, tail = prose.split(TABLES + "\n")
     tables = ["## Steps, per scenario", "", *summary_table(entries), "",
               "## What each framework's telemetry loses, and how assembly recovers it", "", *losses_table(entries)]
     return head + "\n".join(tables) + "\n" + tail
