@@ -50,6 +50,7 @@ from otel_agent_eval.logs import join_log_records
 from otel_agent_eval.offline import evaluate_records, read_files
 from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
+from tests.frameworks.fidelity import ADK, by_param, fidelity
 from tests.frameworks.harness import (
     RecordSpan,
     all_traces,
@@ -116,6 +117,10 @@ SCRIPTS: dict[str, dict[str, list[Any]]] = {
     },
 }
 SCENARIOS = tuple(SCRIPTS)
+FIDELITY_SCENARIOS = {"tools": "single, parallel and failing tools", "streamed": "the same, streamed (`StreamingMode.SSE`)",
+                      "raises": "a tool that raises (the run ends)", "transfer": "transfer (`transfer_to_agent`)",
+                      "agent_tool": "agent as tool (`AgentTool`)"}
+"""docs/fidelity.md's name of each scenario."""
 
 
 def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -357,12 +362,14 @@ XFAIL_TRANSFER = pytest.mark.xfail(strict=True, reason=(
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", [s if s != "transfer" else pytest.param(s, marks=XFAIL_TRANSFER) for s in SCENARIOS])
+@fidelity(by_param("mode", ADK), by_param("scenario", FIDELITY_SCENARIOS))
 def test_assembled_traces(runs: dict[tuple[str, str], Run], mode: str, scenario: str) -> None:
     run = runs[mode, scenario]
     assert_traces(run.traces(), EXPECTED[scenario](run))
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["transfer"])
 def test_transfer_agents(runs: dict[tuple[str, str], Run], mode: str) -> None:
     """Each agent of the transfer, as expected, whatever links them."""
     run = runs[mode, "transfer"]
@@ -373,6 +380,7 @@ def test_transfer_agents(runs: dict[tuple[str, str], Run], mode: str) -> None:
 # --- the rules users expect, one test each ---------------------------------------------------------
 
 
+@fidelity(ADK[LEGACY], FIDELITY_SCENARIOS["tools"])
 def test_one_step_per_model_call_however_many_spans_wrap_it(runs: dict[tuple[str, str], Run]) -> None:
     """Legacy: ``call_llm`` wraps a ``generate_content`` span; one step per model call, named by the outer span."""
     run = runs[LEGACY, "tools"]
@@ -382,6 +390,7 @@ def test_one_step_per_model_call_however_many_spans_wrap_it(runs: dict[tuple[str
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["tools"])
 def test_merged_tools_span_is_not_a_tool_call(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "tools"]
     merged = run.one("execute_tool (merged)")
@@ -394,6 +403,7 @@ def test_merged_tools_span_is_not_a_tool_call(runs: dict[tuple[str, str], Run], 
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["tools"])
 def test_arguments_are_the_ones_the_model_requested(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "tools"]
     requested = [(c[0], c[1], c[2]) for b in SCRIPTS["tools"]["m-concierge"] for c in b.calls]
@@ -402,6 +412,7 @@ def test_arguments_are_the_ones_the_model_requested(runs: dict[tuple[str, str], 
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["tools"])
 def test_an_error_status_makes_an_error_even_with_a_result(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "tools"]
     book = run.tool("call_b")
@@ -412,6 +423,7 @@ def test_an_error_status_makes_an_error_even_with_a_result(runs: dict[tuple[str,
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["raises"])
 def test_an_exception_event_makes_an_error(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "raises"]
     tool = run.one("execute_tool book_table")
@@ -423,6 +435,7 @@ def test_an_exception_event_makes_an_error(runs: dict[tuple[str, str], Run], mod
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["transfer"])
 def test_a_transferred_agent_is_given_the_users_message(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "transfer"]
     last = run.requests[-1].body["messages"]
@@ -435,6 +448,7 @@ def test_a_transferred_agent_is_given_the_users_message(runs: dict[tuple[str, st
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["streamed"])
 def test_one_step_per_streamed_response_however_many_chunks_it_recorded(
         runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "streamed"]
@@ -447,6 +461,7 @@ def test_one_step_per_streamed_response_however_many_chunks_it_recorded(
     assert [(s.thought, s.output) for s in concierge.steps] == [(THOUGHT, None), (None, None), (None, None), (None, FINAL)]
 
 
+@fidelity(ADK[OFF], FIDELITY_SCENARIOS["tools"])
 def test_without_content_the_steps_keep_their_structure(runs: dict[tuple[str, str], Run]) -> None:
     """ADK 2's default captures no content: steps, calls, ids, errors, usage and tool names stay."""
     run = runs[OFF, "tools"]
@@ -464,6 +479,7 @@ def test_without_content_the_steps_keep_their_structure(runs: dict[tuple[str, st
 
 
 @pytest.mark.parametrize("mode", [SPAN, LEGACY])
+@fidelity(by_param("mode", ADK), FIDELITY_SCENARIOS["tools"])
 def test_the_exported_file_evaluates_offline(runs: dict[tuple[str, str], Run], mode: str) -> None:
     """What ``otel-agent-eval evaluate FILE`` does with the OTLP file ADK's process exported (spans only)."""
     run = runs[mode, "tools"]
@@ -479,6 +495,7 @@ def test_the_exported_file_evaluates_offline(runs: dict[tuple[str, str], Run], m
     }
 
 
+@fidelity(ADK[EVENT], FIDELITY_SCENARIOS["tools"])
 def test_text_only_in_log_records_still_reaches_the_step(runs: dict[tuple[str, str], Run]) -> None:
     run = runs[EVENT, "tools"]
     assert not any("gen_ai.output.messages" in s.attributes for s in run.spans)

@@ -32,6 +32,7 @@ from openinference.instrumentation.agno import AgnoInstrumentor  # noqa: E402
 from otel_agent_eval import AgentTrace, install  # noqa: E402
 from tests.conftest import Telemetry, make_telemetry  # noqa: E402
 from tests.frameworks import agno_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import AGNO, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
@@ -134,6 +135,7 @@ def test_agent_run_ended_with_the_scripted_answer(agent: Run) -> None:
     assert [e.name for e in book.events] == []  # no exception event: the status alone says it failed
 
 
+@fidelity(AGNO, "parallel tools", "failing tool")
 def test_agent_steps(agent: Run) -> None:
     """One step per model response; parallel calls in one step matched to their call ids; the
     failed tool an error though it recorded a result text; named after the agent, its input the
@@ -182,12 +184,14 @@ def test_team_run_ended_with_the_scripted_answer(team: Run) -> None:
     assert member.parent.span_id == delegate.parent.span_id  # siblings: the member's run is not under the tool span
 
 
+@fidelity(AGNO, "team delegation (`delegate_task_to_member`)")
 def test_team_one_step_per_model_response(team: Run) -> None:
     steps = steps_in_order(team.traces(), team.spans)
     llms = team.llms(sc.LEAD_MODEL) + team.llms(sc.WEATHER_MODEL)
     assert [s.span_ids[0] for s in steps] == [hex_span(s) for s in sorted(llms, key=lambda s: s.start_time)]
 
 
+@fidelity(AGNO, "team delegation (`delegate_task_to_member`)")
 def test_team_tree(team: Run) -> None:
     """The member is a child of the leader's step that delegated to it."""
     assert_traces(team.traces(), expected_team(team))

@@ -34,6 +34,7 @@ import pytest
 from otel_agent_eval import AgentTrace, assemble
 from otel_agent_eval.cli import main
 from tests.frameworks import crewai_scenarios as sc
+from tests.frameworks.fidelity import CREWAI, by_param, fidelity
 from tests.frameworks.harness import (
     RecordSpan,
     all_traces,
@@ -140,6 +141,7 @@ def test_single_run_ended_with_the_scripted_answer(single: Run) -> None:
     assert [e.name for e in book.record.events] == (["exception"] if single.mode == "wrappers" else [])
 
 
+@fidelity(by_param("single", CREWAI), "parallel tools", "failing tool")
 def test_single_steps(single: Run) -> None:
     """One step per model response; parallel calls in one step matched to their call ids; the
     failed tool an error, its result the text CrewAI sent back to the model; the agent named after
@@ -158,6 +160,7 @@ def test_single_steps(single: Run) -> None:
         ])])
 
 
+@fidelity(by_param("single", CREWAI), "parallel tools", "failing tool")
 def test_single_agent_input_is_the_task(single: Run) -> None:
     """The input is the task (its description, then the expected output): in the default mode, where
     the AGENT span's ``input.value`` is the agent's configuration as JSON, the user message CrewAI
@@ -189,12 +192,14 @@ def test_crew_run_ended_with_the_scripted_answer(crew: Run) -> None:
     assert crew.agent("Trip writer").attributes["graph.node.parent_id"] == "Weather researcher"
 
 
+@fidelity(by_param("crew", CREWAI), "crew of two agents (sequential)")
 def test_crew_one_step_per_model_response(crew: Run) -> None:
     steps = steps_in_order(crew.traces(), crew.spans)
     llms = crew.llms(sc.WEATHER_MODEL) + crew.llms(sc.WRITER_MODEL)
     assert [s.span_ids[0] for s in steps] == [hex_span(s) for s in llms]
 
 
+@fidelity(by_param("crew", CREWAI), "crew of two agents (sequential)")
 def test_crew_agents_are_peers(crew: Run) -> None:
     """A sequential crew runs its agents one after the other: two agents, neither a sub-agent of the
     other (``graph.node.parent_id`` names the previous task's agent, not who handed over), each with
@@ -219,6 +224,7 @@ def test_delegate_run_ended_with_the_scripted_answer(delegate: Run) -> None:
         "Trip planner._execute_core"]  # the coworker runs inside the tool span, with no AGENT span
 
 
+@fidelity(CREWAI["wrappers"], "delegation to a coworker")
 def test_delegate_call_is_the_requested_one(delegate: Run) -> None:
     """The delegation tool span (``tool.name`` ``Delegate work to coworker``) is the model's
     ``delegate_work_to_coworker`` call, not a second, unrequested call: its model-facing name is
@@ -236,6 +242,7 @@ def test_delegate_call_is_the_requested_one(delegate: Run) -> None:
     "tool's arguments (`coworker`). Assembly gives the planner 4 steps (the coworker's 2 among them) and "
     "loses the nested get_weather's result; expected: the planner with 2 steps and a child `Weather "
     "researcher` (2 steps) linked to step 0"))
+@fidelity(CREWAI["wrappers"], "delegation to a coworker")
 def test_delegate_coworker_is_a_child_agent(delegate: Run) -> None:
     (planner,) = delegate.traces()
     got = [(t.agent_name, len(t.steps), t.parent_step_index, t.final_output) for t in all_traces([planner])]

@@ -33,6 +33,7 @@ from tests.frameworks.langgraph_run import (  # noqa: E402
     instrumented_run,
     researcher_trace,
 )
+from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
 from tests.frameworks.harness import assemble_with_logs, assert_traces, only  # noqa: E402
 
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
@@ -74,10 +75,12 @@ def test_openinference_tree_shape(run: LangGraphRun) -> None:
     assert first.attributes["input.value"] == "x"
 
 
+@fidelity(LANGGRAPH, "parallel tools", "loop of identical calls")
 def test_assembled_steps(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), [expected_trace(run)])
 
 
+@fidelity(LANGGRAPH, "parallel tools", "loop of identical calls")
 def test_processor_evaluated_the_same_steps(run: LangGraphRun) -> None:
     assert_traces([e.trace for e in run.recorder.evaluated], [expected_trace(run)])
 

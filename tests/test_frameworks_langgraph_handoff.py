@@ -31,6 +31,7 @@ from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.conftest import make_telemetry  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
 from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces  # noqa: E402
+from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     assemble_with_logs,
@@ -113,10 +114,12 @@ def test_openinference_tree_shape(run: LangGraphRun) -> None:
         assert command["update"]["messages"][-1]["data"]["content"] == sc.transferred(target)
 
 
+@fidelity(LANGGRAPH, "handoff tools (`transfer_to_*`)")
 def test_assembled_tree(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), expected_traces(run))
 
 
+@fidelity(LANGGRAPH, "handoff tools (`transfer_to_*`)")
 def test_processor_evaluated_each_agent_on_its_own(run: LangGraphRun) -> None:
     def flat(traces: list[AgentTrace]) -> list[AgentTrace]:
         return [t for tr in traces for t in [tr.model_copy(update={"children": []}), *flat(tr.children)]]
@@ -131,6 +134,7 @@ def test_processor_evaluated_each_agent_on_its_own(run: LangGraphRun) -> None:
     }
 
 
+@fidelity(LANGGRAPH, "handoff tools (`transfer_to_*`)")
 def test_a_worker_handed_work_twice_is_two_children_linked_to_each_handoff() -> None:
     """Only the agent that hands off is one agent across its runs: a worker run twice is two runs,
     each the child of the supervisor step that sent it."""

@@ -28,6 +28,7 @@ pytest.importorskip("openinference.instrumentation.langchain")
 from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
 from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces  # noqa: E402
+from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     assemble_with_logs,
     assert_traces,
@@ -100,10 +101,12 @@ def test_openinference_tree_shape(run: LangGraphRun) -> None:
         assert "|" not in metadata(llm)["langgraph_checkpoint_ns"]
 
 
+@fidelity(LANGGRAPH, "subgraphs as nodes")
 def test_assembled_tree(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), expected_traces(run))
 
 
+@fidelity(LANGGRAPH, "subgraphs as nodes")
 def test_processor_evaluated_each_agent_on_its_own(run: LangGraphRun) -> None:
     def flat(traces: list[AgentTrace]) -> list[AgentTrace]:
         return [t for tr in traces for t in [tr.model_copy(update={"children": []}), *flat(tr.children)]]

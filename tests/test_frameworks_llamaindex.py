@@ -33,6 +33,7 @@ import pytest
 from otel_agent_eval import AgentTrace, TokenUsage, assemble
 from otel_agent_eval.cli import main
 from tests.frameworks import llamaindex_scenarios as sc
+from tests.frameworks.fidelity import LLAMAINDEX_FUNCTION, LLAMAINDEX_REACT, fidelity
 from tests.frameworks.harness import (
     RecordSpan,
     all_traces,
@@ -127,6 +128,7 @@ def test_function_run_ended_with_the_scripted_answer(function: Run) -> None:
     assert "ctx" in json.loads(handoff.attributes["input.value"])["kwargs"]  # injected by LlamaIndex
 
 
+@fidelity(LLAMAINDEX_FUNCTION, "parallel tools", "failing tool", "handoff")
 def test_function_one_step_per_model_response(function: Run) -> None:
     """The ``_prepare_chat_with_tools`` LLM span is no step; the ``call_tool`` and
     ``aggregate_tool_results`` CHAIN spans are no tool calls."""
@@ -135,6 +137,7 @@ def test_function_one_step_per_model_response(function: Run) -> None:
     assert [len(s.tool_calls) for s in steps] == [2, 1, 1, 1, 0]
 
 
+@fidelity(LLAMAINDEX_FUNCTION, "parallel tools", "failing tool", "handoff")
 def test_function_steps(function: Run) -> None:
     """Parallel calls in one step; arguments unwrapped from ``{"kwargs": ...}`` without the injected
     ``ctx``; results the text the model got back, not the ``ToolOutput`` JSON; the failed tool an
@@ -156,6 +159,7 @@ def test_function_steps(function: Run) -> None:
     assert [s.model_dump(mode="json") for s in got] == [s.model_dump(mode="json") for s in expected]
 
 
+@fidelity(LLAMAINDEX_FUNCTION, "handoff")
 def test_function_input_and_final_output(function: Run) -> None:
     """The user's message and the model's final text, not the ``StopEvent(...)`` repr."""
     traces = all_traces(function.traces())
@@ -167,6 +171,7 @@ def test_function_input_and_final_output(function: Run) -> None:
     "`AgentWorkflow.run`, and the agents' names appear only in Python reprs on `run_agent_step` spans "
     "(`current_agent_name='planner'`). Assembly gives one agent named `AgentWorkflow.run` with all 5 steps; "
     "expected: `planner` (3 steps) handing off to `weather_agent` (2 steps, linked to planner's step 2)"))
+@fidelity(LLAMAINDEX_FUNCTION, "handoff")
 def test_function_agents_split_at_the_handoff(function: Run) -> None:
     got = [(t.agent_name, len(t.steps), t.parent_step_index, t.final_output) for t in all_traces(function.traces())]
     assert got == [("planner", 3, None, None), ("weather_agent", 2, 2, sc.FINAL_ANSWER)]
@@ -194,6 +199,7 @@ def test_react_run_ended_with_the_scripted_answer(react: Run) -> None:
     assert len(react.responses()) == 3
 
 
+@fidelity(LLAMAINDEX_REACT, "one tool per step", "failing tool")
 def test_react_steps(react: Run) -> None:
     """Everything but the agent's name (see the next test)."""
     (got,) = react.traces()
@@ -205,6 +211,7 @@ def test_react_steps(react: Run) -> None:
     "LlamaIndex + OpenInference records no agent name for a lone agent (no AGENT span, the name `reactor` is "
     "nowhere in the spans): assembly names it after its root CHAIN span, the method `ReActAgent.run`; the "
     "best it can do is the class, `ReActAgent`"))
+@fidelity(LLAMAINDEX_REACT, "agent name")
 def test_react_agent_is_named_after_its_class_not_a_method(react: Run) -> None:
     (got,) = react.traces()
     assert got.agent_name == "ReActAgent"

@@ -32,6 +32,7 @@ from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 from otel_agent_eval import AgentTrace, install  # noqa: E402
 from tests.conftest import Telemetry, make_telemetry  # noqa: E402
 from tests.frameworks import openai_agents_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import OPENAI_AGENTS, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
@@ -158,10 +159,12 @@ def test_openinference_recorded_the_tool_error_and_the_handoff(run: Run) -> None
     assert (handoff.attributes["input.value"], handoff.attributes["output.value"]) == ("concierge", "booking_agent")
 
 
+@fidelity(OPENAI_AGENTS, "agent as tool", "failing tool", "handoff")
 def test_assembled_steps(run: Run) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), expected_traces(run))
 
 
+@fidelity(OPENAI_AGENTS, "agent as tool", "failing tool", "handoff")
 def test_processor_evaluated_the_same_steps(run: Run) -> None:
     """The processor evaluates each AgentTrace on its own (nested ones flattened)."""
     expected = expected_traces(run)
@@ -174,6 +177,7 @@ def test_processor_evaluated_the_same_steps(run: Run) -> None:
     assert_traces([t.model_copy(update={"children": []}) for t in got], want)
 
 
+@fidelity(OPENAI_AGENTS, "agent as tool")
 def test_agent_as_tool_is_a_linked_child(run: Run) -> None:
     """The part that already works: weather_expert nested under concierge's step 0, with its steps."""
     (concierge,) = [t for t in assemble_with_logs(run.spans) if t.agent_name == "concierge"]

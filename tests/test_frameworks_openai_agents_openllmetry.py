@@ -46,6 +46,7 @@ from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 from otel_agent_eval import AgentTrace  # noqa: E402
 from otel_agent_eval.evaluators import ToolFailureRecovery  # noqa: E402
 from tests.frameworks import openai_agents_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import OPENAI_AGENTS_OPENLLMETRY, fidelity  # noqa: E402
 from tests.frameworks.harness import assemble_with_logs, differences, only, shape  # noqa: E402
 from tests.test_frameworks_openai_agents import TOOL_ERROR_TEXT, Run, instrumented_run  # noqa: E402
 
@@ -174,6 +175,7 @@ def what_both_record(agent: dict[str, Any]) -> dict[str, Any]:
             "error": agent["error"], "steps": steps}
 
 
+@fidelity(OPENAI_AGENTS_OPENLLMETRY, "agent as tool", "failing tool", "handoff")
 def test_each_agent_assembles_as_under_openinference(run: Run, openinference_run: Run) -> None:
     """Per agent (nesting aside: see the xfail below), the same steps, calls, arguments, results and
     call ids as under OpenInference, minus what OpenLLMetry does not record (``what_both_record``)."""
@@ -204,6 +206,7 @@ def test_the_run_assembles_as_three_unlinked_agents(run: Run) -> None:
     "'concierge → unknown.handoff', no gen_ai.handoff.to_agent: the SDK sets to_agent after the span "
     "starts). Linking them would need new assembly rules (an agent span inside a sibling agent's tool "
     "span's time; the agent started next after a traceloop handoff span), not done."))
+@fidelity(OPENAI_AGENTS_OPENLLMETRY, "agent as tool", "handoff")
 def test_agents_are_linked_as_under_openinference(run: Run, openinference_run: Run) -> None:
     assert links(assemble_with_logs(run.spans)) == links(assemble_with_logs(openinference_run.spans))
 

@@ -35,6 +35,7 @@ from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor  # noqa: 
 from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
 from tests.conftest import Telemetry, make_telemetry  # noqa: E402
 from tests.frameworks import openai_v2_agent as app  # noqa: E402
+from tests.frameworks.fidelity import OPENAI_V2, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
@@ -179,6 +180,7 @@ def test_event_only_spans_carry_no_content(runs: dict[str, Run]) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(OPENAI_V2, "parallel tools", "failing tool")
 def test_assembled_steps(runs: dict[str, Run], mode: str) -> None:
     """``assemble`` over the spans joined with their log records (what a backend holds)."""
     run = runs[mode]
@@ -186,6 +188,7 @@ def test_assembled_steps(runs: dict[str, Run], mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(OPENAI_V2, "parallel tools", "failing tool")
 def test_processor_evaluated_the_same_steps(runs: dict[str, Run], mode: str) -> None:
     run = runs[mode]
     assert len(run.recorder.evaluated) == 1
@@ -193,6 +196,7 @@ def test_processor_evaluated_the_same_steps(runs: dict[str, Run], mode: str) -> 
     assert_traces([evaluated.trace], [expected_trace(run)])
 
 
+@fidelity(OPENAI_V2, "parallel tools", "failing tool")
 def test_both_modes_give_the_same_steps(runs: dict[str, Run]) -> None:
     span_only = [shape(e.trace) for e in runs["SPAN_ONLY"].recorder.evaluated]
     event_only = [shape(e.trace) for e in runs["EVENT_ONLY"].recorder.evaluated]

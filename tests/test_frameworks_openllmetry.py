@@ -45,6 +45,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
 from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import LANGGRAPH_OPENLLMETRY, by_param, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     assemble_with_logs,
     assert_traces,
@@ -211,10 +212,12 @@ def test_openllmetry_tree_shape(run: LangGraphRun) -> None:
     assert '"tool_call_id": "call_search_1"' in first.attributes["gen_ai.tool.call.result"]
 
 
+@fidelity(LANGGRAPH_OPENLLMETRY, "parallel tools", "loop of identical calls")
 def test_assembled_steps(run: LangGraphRun) -> None:
     assert_traces(assemble_with_logs(run.spans, run.telemetry.logs()), [expected_trace(run)])
 
 
+@fidelity(LANGGRAPH_OPENLLMETRY, "parallel tools", "loop of identical calls")
 def test_processor_evaluated_the_same_steps(run: LangGraphRun) -> None:
     assert_traces([e.trace for e in run.recorder.evaluated], [expected_trace(run)])
 
@@ -252,6 +255,7 @@ def test_failed_tool_span(failing_run: LangGraphRun) -> None:
     assert [(e.name, e.attributes["exception.message"]) for e in failed.events] == [("exception", LOOKUP_ERROR)]
 
 
+@fidelity(LANGGRAPH_OPENLLMETRY, "failing tool")
 def test_failed_tool_assembled(failing_run: LangGraphRun) -> None:
     expected = [expected_failing_trace(failing_run)]
     assert_traces(assemble_with_logs(failing_run.spans, failing_run.telemetry.logs()), expected)
@@ -287,6 +291,7 @@ def no_empty_arguments(value: Any) -> Any:
 
 
 @pytest.mark.parametrize("scenario", [sc.run_team, sc.run_handoff_team], ids=["supervisor", "handoff_tools"])
+@fidelity(LANGGRAPH_OPENLLMETRY, by_param("scenario", {sc.run_team: "subgraphs as nodes", sc.run_handoff_team: "handoff tools (`transfer_to_*`)"}))
 def test_multi_agent_runs_assemble_as_under_openinference(scenario: Any) -> None:
     """The same LangGraph multi-agent run gives the same AgentTraces (ids and times aside) under both
     LangChain instrumentations; ``test_frameworks_langgraph_multiagent.py`` and ``..._handoff.py`` pin

@@ -32,6 +32,7 @@ from otel_agent_eval import AgentTrace, assemble
 from otel_agent_eval.logs import join_log_records
 from otel_agent_eval.otlp import decode_logs_protobuf
 from tests.frameworks import semantic_kernel_scenarios as sc
+from tests.frameworks.fidelity import SEMANTIC_KERNEL, SEMANTIC_KERNEL_SPANS, fidelity
 from tests.frameworks.harness import (
     RecordSpan,
     all_traces,
@@ -148,18 +149,21 @@ def test_single_run_ended_with_the_scripted_answer(single: Run, request: pytest.
     assert json.loads(single.agent("planner").attributes["gen_ai.input.messages"]) == []
 
 
+@fidelity(SEMANTIC_KERNEL, "parallel tools", "failing function", "text answer")
 def test_single_one_step_per_model_response(single: Run) -> None:
     """The ``AutoFunctionInvocationLoop`` span is neither a step nor a tool call."""
     steps = steps_in_order(single.traces(), single.spans)
     assert [s.span_ids[0] for s in steps] == [hex_span(c) for c in single.chats(sc.PLANNER_MODEL)]
 
 
+@fidelity(SEMANTIC_KERNEL, "parallel tools", "failing function", "text answer")
 def test_single_steps_with_log_records(single: Run) -> None:
     """The messages from the log records joined to their ``chat`` spans: the ``gen_ai.choice``
     body (a JSON string) holds the requested calls and the final text."""
     assert_traces(single.traces(), expected_single(single))
 
 
+@fidelity(SEMANTIC_KERNEL_SPANS, "parallel tools", "failing function", "text answer")
 def test_single_steps_from_spans_alone_but_the_texts(single: Run) -> None:
     """Without the log records: the same calls (arguments, results and ids from the tool spans),
     the final output from the agent span; the user's message is in no span."""
@@ -175,11 +179,13 @@ def test_single_steps_from_spans_alone_but_the_texts(single: Run) -> None:
     "Semantic Kernel without its log records: the final answer is recorded only on the `invoke_agent` span "
     "(`gen_ai.output.messages`), not on the last `chat` span; assembly puts it in the trace's final_output "
     "but leaves the last step's output None"))
+@fidelity(SEMANTIC_KERNEL_SPANS, "text answer")
 def test_single_last_step_carries_the_agent_spans_answer(single: Run) -> None:
     (got,) = single.traces(single.bare)
     assert got.steps[-1].output == sc.ANSWER
 
 
+@fidelity(SEMANTIC_KERNEL, "agent as plugin function")
 def test_agent_as_tool(agent_as_tool: Run) -> None:
     """The sub-agent's run is a child of the step whose function call ran it; the call's result is
     its answer."""

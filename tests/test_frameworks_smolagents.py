@@ -31,6 +31,7 @@ from openinference.instrumentation.smolagents import SmolagentsInstrumentor  # n
 from otel_agent_eval import AgentTrace, install  # noqa: E402
 from tests.conftest import Telemetry, make_telemetry  # noqa: E402
 from tests.frameworks import smolagents_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import SMOLAGENTS_CODE, SMOLAGENTS_TOOL_CALLING, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
@@ -117,6 +118,9 @@ def code() -> Iterator[Run]:
     yield from scripted_run(sc.CODE_SCRIPT, sc.run_code)
 
 
+TOOL_CALLING_SCENARIOS = ("parallel tools", "failing tool", "managed agent", "`final_answer`")
+"""docs/fidelity.md's scenarios of the ToolCallingAgent run."""
+
 # -- ToolCallingAgent ------------------------------------------------------------------------------
 
 
@@ -161,6 +165,7 @@ def test_tool_calling_run_ended_with_the_scripted_answer(tool_calling: Run) -> N
     assert json.loads(book.attributes["input.value"])["sanitize_inputs_outputs"] is True  # the envelope
 
 
+@fidelity(SMOLAGENTS_TOOL_CALLING, *TOOL_CALLING_SCENARIOS)
 def test_tool_calling_one_step_per_model_response(tool_calling: Run) -> None:
     """``Step n`` CHAIN spans are not steps of their own, nor are they tool calls."""
     steps = steps_in_order(tool_calling.traces(), tool_calling.spans)
@@ -168,6 +173,7 @@ def test_tool_calling_one_step_per_model_response(tool_calling: Run) -> None:
     assert [s.span_ids[0] for s in steps] == [hex_span(llm) for llm in llms]
 
 
+@fidelity(SMOLAGENTS_TOOL_CALLING, "parallel tools")
 def test_tool_calling_arguments_are_the_requested_ones(tool_calling: Run) -> None:
     """Unwrapped from ``{"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}``; parallel
     calls in one step, each matched to its call id."""
@@ -182,12 +188,14 @@ def test_tool_calling_arguments_are_the_requested_ones(tool_calling: Run) -> Non
     ]
 
 
+@fidelity(SMOLAGENTS_TOOL_CALLING, "failing tool")
 def test_tool_calling_failed_tool_is_an_error(tool_calling: Run) -> None:
     (book,) = [c for s in steps_in_order(tool_calling.traces(), tool_calling.spans) for c in s.tool_calls
                if c.name == "book_table"]
     assert (book.error, book.executed) == (TOOL_ERROR, True)
 
 
+@fidelity(SMOLAGENTS_TOOL_CALLING, "managed agent")
 def test_tool_calling_agents_are_named_with_their_task_and_answer(tool_calling: Run) -> None:
     """``planner.run`` is the agent ``planner``; its input the user's task, not the ``run`` arguments."""
     (planner,) = tool_calling.traces()
@@ -197,6 +205,7 @@ def test_tool_calling_agents_are_named_with_their_task_and_answer(tool_calling: 
     assert sc.WEATHER_TASK in (sub.input or "")  # smolagents wraps the manager's task in its own prompt
 
 
+@fidelity(SMOLAGENTS_TOOL_CALLING, *TOOL_CALLING_SCENARIOS)
 def test_tool_calling_agent_tree(tool_calling: Run) -> None:
     """The managed agent is a child of the step that called it, and its run is that call: the
     requested ``weather_agent`` call has no TOOL span, the sub-agent's AGENT span executes it."""
@@ -229,6 +238,7 @@ def test_code_run_ended_with_the_scripted_answer(code: Run) -> None:
     assert json.loads(final.attributes["input.value"])["args"] == [sc.FINAL_ANSWER]  # positional, in code
 
 
+@fidelity(SMOLAGENTS_CODE, "two calls in one code block", "failing tool", "positional `final_answer(...)`")
 def test_code_agent_steps(code: Run) -> None:
     """A step per model response; its tool calls are the tool spans its code ran, requested (in code)
     and without the "not requested" issue a function-calling turn would get."""

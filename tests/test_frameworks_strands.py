@@ -42,6 +42,7 @@ pytest.importorskip("strands")
 from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
 from tests.conftest import Telemetry, make_telemetry  # noqa: E402
 from tests.frameworks import strands_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import STRANDS, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     RecordingSink,
@@ -232,6 +233,7 @@ def test_latest_mode_content_is_in_details_events(runs: dict[str, Run]) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(STRANDS, "text + parallel tools", "failing tool")
 def test_assembled_steps(runs: dict[str, Run], mode: str) -> None:
     """``assemble`` over the spans (Strands writes no log records: its events are span events)."""
     run = runs[mode]
@@ -240,6 +242,7 @@ def test_assembled_steps(runs: dict[str, Run], mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(STRANDS, "text + parallel tools", "failing tool")
 def test_processor_evaluated_the_same_steps(runs: dict[str, Run], mode: str) -> None:
     run = runs[mode]
     assert len(run.recorder.evaluated) == 1
@@ -247,6 +250,7 @@ def test_processor_evaluated_the_same_steps(runs: dict[str, Run], mode: str) -> 
     assert_traces([evaluated.trace], [expected_trace(run)])
 
 
+@fidelity(STRANDS, "text + parallel tools", "failing tool")
 def test_both_modes_give_the_same_steps(runs: dict[str, Run]) -> None:
     default = [shape(e.trace) for e in runs[DEFAULT].recorder.evaluated]
     latest = [shape(e.trace) for e in runs[LATEST].recorder.evaluated]

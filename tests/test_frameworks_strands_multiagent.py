@@ -26,6 +26,7 @@ pytest.importorskip("strands")
 from otel_agent_eval import AgentTrace  # noqa: E402
 from tests.conftest import make_telemetry  # noqa: E402
 from tests.frameworks import strands_multiagent_scenarios as sc  # noqa: E402
+from tests.frameworks.fidelity import STRANDS, by_param, fidelity  # noqa: E402
 from tests.frameworks.harness import (  # noqa: E402
     OWN_SCOPE,
     assemble_with_logs,
@@ -155,12 +156,14 @@ def test_the_scripted_run_streamed(runs: dict[tuple[str, str], Run], mode: str, 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", [s if s != "swarm" else pytest.param(s, marks=XFAIL_SWARM) for s in SCENARIOS])
+@fidelity(STRANDS, by_param("scenario", {"agent_as_tool": "agent as tool (`as_tool()`)", "swarm": "swarm (`handoff_to_agent`)"}))
 def test_assembled_traces(runs: dict[tuple[str, str], Run], mode: str, scenario: str) -> None:
     run = runs[mode, scenario]
     assert_traces(run.traces(), EXPECTED[scenario](run))
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(STRANDS, "swarm (`handoff_to_agent`)")
 def test_swarm_agents(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "swarm"]
     swarm = only(run.spans, lambda s: s.name == "invoke_swarm")
@@ -170,6 +173,7 @@ def test_swarm_agents(runs: dict[tuple[str, str], Run], mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+@fidelity(STRANDS, "swarm (`handoff_to_agent`)")
 def test_a_swarm_agent_is_given_the_users_request(runs: dict[tuple[str, str], Run], mode: str) -> None:
     run = runs[mode, "swarm"]
     sent: Any = run.requests[-1].body["messages"][1]["content"]

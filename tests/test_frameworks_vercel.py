@@ -35,6 +35,7 @@ from otel_agent_eval.config import Settings
 from otel_agent_eval.pipeline import EvaluatedTrace
 from otel_agent_eval.server import EvalServer, ServeOptions
 from tests.frameworks import vercel_scenarios as sc
+from tests.frameworks.fidelity import VERCEL, by_param, fidelity
 from tests.frameworks.harness import RecordingSink, assert_traces, call, hex_span, step, trace
 from tests.openai_server import FakeOpenAI, unexpected
 from tests.test_server_helpers import Receiver, ServerProcess, wait_for
@@ -186,6 +187,7 @@ def _agent(root: dict[str, Any], agent: str, prompt: str, turns: tuple[sc.Turn, 
     pytest.param(*r, id=sc.run_name(*r),
                  marks=[pytest.mark.xfail(strict=True, reason=INVALID_INPUT)] if r[0] == "invalid" else [])
     for r in RUNS])
+@fidelity(by_param("content", VERCEL), lambda params: sc.SCENARIOS[params["scenario"]].title)
 def test_steps_assembled_by_serve(run: Run, scenario: str, function: str, content: bool) -> None:
     name = sc.run_name(scenario, function, content)
     expected = sc.SCENARIOS[scenario]
@@ -238,18 +240,6 @@ def test_serve_process_exports_the_evaluations_of_each_run(tmp_path: Path) -> No
         assert evaluation["attributes"]["agent_eval.agent.name"] == agent["ai.telemetry.functionId"]
         failed = agent["ai.telemetry.metadata.sessionId"].startswith("failing") and agent["ai.telemetry.functionId"] == sc.AGENT
         assert evaluation["attributes"]["agent_eval.tool_failure_recovery.label"] == ("fail" if failed else "pass")
-
-
-def test_fidelity_doc_has_a_row_per_scenario() -> None:
-    """docs/fidelity.md's Vercel table names every scenario here, exact unless its test is an xfail."""
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "fidelity.md").read_text()
-    section = doc[doc.index("## Vercel AI SDK"):]
-    section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
-    rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in section.splitlines() if line.startswith("| ")}
-    for scenario in sc.SCENARIOS.values():
-        (steps,) = [v for k, v in rows.items() if k.startswith(scenario.title)]
-        assert steps == ("**not exact** (xfail)" if scenario.name == "invalid" else "exact"), scenario.title
-    assert any(v.startswith("exact") for k, v in rows.items() if k.startswith("every scenario")), "the content-off row"
 
 
 def test_without_node_the_tests_skip_except_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

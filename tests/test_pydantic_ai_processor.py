@@ -52,6 +52,7 @@ from otel_agent_eval.evaluators import BUILTIN_EVALUATORS  # noqa: E402
 from otel_agent_eval.model import result_id  # noqa: E402
 from otel_agent_eval.pipeline import EvaluatedTrace  # noqa: E402
 from tests.frameworks import harness  # noqa: E402
+from tests.frameworks.fidelity import PYDANTIC_AI, by_param, fidelity  # noqa: E402
 from tests.frameworks.harness import hex_span, hex_trace  # noqa: E402
 from tests.frameworks.pydantic_ai_scenarios import (  # noqa: E402
     BOOKING_ANSWER,
@@ -130,6 +131,9 @@ SCENARIOS: dict[str, Callable[[Any], str]] = {
     "fx_agent": run_fx_with_thought,
 }
 AGENTS = tuple(SCENARIOS)
+FIDELITY_SCENARIOS = {"weather_agent": "parallel tools", "booking_agent": "retried failure",
+                      "payment_agent": "failed tool", "search_agent": "loop", "fx_agent": "thinking"}
+"""docs/fidelity.md's scenario of each agent's run."""
 FINAL_OUTPUTS = {
     "weather_agent": WEATHER_ANSWER,
     "booking_agent": BOOKING_ANSWER,
@@ -416,6 +420,7 @@ def test_agents_ran_and_flushes_completed(run: Run) -> None:
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+@fidelity(PYDANTIC_AI, by_param("agent", FIDELITY_SCENARIOS))
 def test_assembled_agent_steps(run: Run, agent: str) -> None:
     """``assemble`` over the exported pydantic-ai spans of one run gives exactly the expected AgentTrace.
 
@@ -427,6 +432,7 @@ def test_assembled_agent_steps(run: Run, agent: str) -> None:
     assert dump(traces[0]) == dump(expected_trace(run, agent))
 
 
+@fidelity(PYDANTIC_AI, "parallel tools", "retried failure", "failed tool")
 def test_parallel_calls_share_one_step_and_failures_keep_their_error(run: Run) -> None:
     """The key facts, spelled out, in case the full comparison above is ever loosened."""
     (weather,) = assemble(run.framework_spans("weather_agent"))
@@ -443,6 +449,7 @@ def test_parallel_calls_share_one_step_and_failures_keep_their_error(run: Run) -
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+@fidelity(PYDANTIC_AI, by_param("agent", FIDELITY_SCENARIOS))
 def test_processor_evaluated_exactly_the_assembled_trace(run: Run, agent: str) -> None:
     evaluated = run.evaluated(agent)
     assert len(evaluated) == 1
