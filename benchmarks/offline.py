@@ -122,7 +122,7 @@ def generate(path: Path, n: int) -> int:
         InMemorySpanExporter,
     )
 
-    from otel_agent_eval.scripted_agent import ScriptedAgent, ToolError, Turn
+    from otel_agent_eval.cli.scripted_agent import ScriptedAgent, ToolError, Turn
 
     flaky = {"n": 0}
 

@@ -12,7 +12,7 @@ from .evaluators import (
     ToolFailureRecovery,
 )
 from .model import AgentStep, AgentTrace, EvalResult, TokenUsage, ToolCall
-from .processor import AgentEvalProcessor, install
+from .intake.processor import AgentEvalProcessor, install
 from .records import SpanRecord
 
 __all__ = [

@@ -16,7 +16,7 @@ import time
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators.base import Evaluator
 from otel_agent_eval.model import AgentTrace, EvalResult
-from otel_agent_eval.pipeline import EvaluatedTrace, Pipeline
+from otel_agent_eval.pipeline.core import EvaluatedTrace, Pipeline
 from otel_agent_eval.records import SpanRecord
 
 

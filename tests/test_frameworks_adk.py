@@ -46,9 +46,9 @@ import pytest
 from otel_agent_eval import AgentTrace, ToolExpectation, assemble
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import build_evaluators
-from otel_agent_eval.logs import join_log_records
-from otel_agent_eval.offline import evaluate_records, read_files
-from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
+from otel_agent_eval.intake.logs import join_log_records
+from otel_agent_eval.cli.evaluate import evaluate_records, read_files
+from otel_agent_eval.formats.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
 from tests.frameworks.harness import (
     RecordSpan,

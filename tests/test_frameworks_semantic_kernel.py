@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import AgentTrace, assemble
-from otel_agent_eval.logs import join_log_records
-from otel_agent_eval.otlp import decode_logs_protobuf
+from otel_agent_eval.intake.logs import join_log_records
+from otel_agent_eval.formats.otlp import decode_logs_protobuf
 from tests.frameworks import semantic_kernel_scenarios as sc
 from tests.frameworks.harness import (
     RecordSpan,

@@ -50,7 +50,7 @@ from otel_agent_eval import (  # noqa: E402
 )
 from otel_agent_eval.evaluators import BUILTIN_EVALUATORS  # noqa: E402
 from otel_agent_eval.model import result_id  # noqa: E402
-from otel_agent_eval.pipeline import EvaluatedTrace  # noqa: E402
+from otel_agent_eval.pipeline.core import EvaluatedTrace  # noqa: E402
 from tests.frameworks import harness  # noqa: E402
 from tests.frameworks.harness import hex_span, hex_trace  # noqa: E402
 from tests.frameworks.pydantic_ai_scenarios import (  # noqa: E402

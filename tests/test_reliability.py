@@ -27,9 +27,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, assemble
 from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolFailureRecovery
-from otel_agent_eval.pipeline import EvaluatedTrace
+from otel_agent_eval.pipeline.core import EvaluatedTrace
 from otel_agent_eval.records import SpanRecord
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
 AGENT = ScriptedAgent("calc", {"add": lambda a, b: a + b})
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]
@@ -264,7 +264,7 @@ SIGTERM_APP = textwrap.dedent('''
     from prometheus_client import CollectorRegistry
     from otel_agent_eval import AgentEvalProcessor, Evaluator
     from otel_agent_eval.evaluators import LoopDetection
-    from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+    from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
     class Slow(Evaluator):
         name = "slow"

@@ -31,7 +31,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 
 from ..metadata import SERVICE_NAME
 from ..model import EvalResult
-from ..pipeline import EvaluatedTrace
+from ..pipeline.core import EvaluatedTrace
 from ..records import OWN_SCOPE
 from .fit import fit_json
 

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from .buffer import estimate_size
-from .records import SpanRecord
+from ..records import SpanRecord
 
 ADOPTED = "adopted"
 EXPIRED = "expired"

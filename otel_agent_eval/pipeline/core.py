@@ -28,22 +28,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .assembly import assemble
+from ..assembly import assemble
 from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
-from .config import Settings
+from ..config import Settings
 from .conversations import ConversationStore
-from .assembly.dialects import is_genai
-from .evaluators.base import Evaluator, safe_evaluate
-from .isolation import is_evaluator_telemetry
-from .model import AgentTrace, EvalResult
-from .logs import join_log_records
-from .records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
+from ..assembly.dialects import is_genai
+from ..evaluators.base import Evaluator, safe_evaluate
+from ..isolation import is_evaluator_telemetry
+from ..model import AgentTrace, EvalResult
+from ..intake.logs import join_log_records
+from ..records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import AdmissionRate, Sampler, trace_id_sampled
 from .stats import LabelledCounts, LogOnce, PipelineStats, RunLabels
 from .waiting import NOT_ADMITTED, WaitingSpans
 
 if TYPE_CHECKING:
-    from .evaluators.judge.settings import JudgeSettings
+    from ..evaluators.judge.settings import JudgeSettings
 
 _logger = logging.getLogger("otel_agent_eval")
 
@@ -135,7 +135,7 @@ def flatten(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
 
 def _judge_settings_of(evaluators: Sequence[Evaluator]) -> JudgeSettings:
     """The judge client's settings of the first judge evaluator that has one, else the defaults."""
-    from .evaluators.judge.settings import JudgeSettings
+    from ..evaluators.judge.settings import JudgeSettings
 
     for evaluator in evaluators:
         settings = getattr(getattr(evaluator, "judge", None), "settings", None)

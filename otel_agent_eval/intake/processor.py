@@ -22,14 +22,14 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry, start_http_server
 
-from .config import Settings
-from .assembly.dialects import GENAI_MARKERS
-from .evaluators import Evaluator, ToolExpectation, build_configured_evaluators
+from ..config import Settings
+from ..assembly.dialects import GENAI_MARKERS
+from ..evaluators import Evaluator, ToolExpectation, build_configured_evaluators
 from .logs import AgentEvalLogProcessor
-from .pipeline import Pipeline
-from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.prometheus import PrometheusSink
-from .stats import PipelineStats, RunLabels
+from ..pipeline.core import Pipeline
+from ..sinks.otel import SCOPE_NAME, OtelSink
+from ..sinks.prometheus import PrometheusSink
+from ..pipeline.stats import PipelineStats, RunLabels
 
 _GENAI_MARKERS = frozenset(GENAI_MARKERS)
 _logger = logging.getLogger("otel_agent_eval")

@@ -13,8 +13,8 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 
-from .metadata import service_of
-from .model import AgentTrace
+from ..metadata import service_of
+from ..model import AgentTrace
 
 _logger = logging.getLogger("otel_agent_eval")
 

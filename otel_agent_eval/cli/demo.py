@@ -23,8 +23,8 @@ from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
 
-from .evaluators import ToolExpectation, judge_status
-from .processor import AgentEvalProcessor
+from ..evaluators import ToolExpectation, judge_status
+from ..intake.processor import AgentEvalProcessor
 from .scripted_agent import ScriptedAgent, ToolError, Turn
 
 EXPECTATIONS = [

@@ -11,8 +11,8 @@ from __future__ import annotations
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
-from .server_http import PROTOBUF
-from .server_security import grpc_server_credentials
+from .otlp_http import PROTOBUF
+from .security import grpc_server_credentials
 
 if TYPE_CHECKING:
     from .server import EvalServer, Outcome

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
 
-from .assembly.dialects.base import plain
-from .records import LogRecordData, SpanEvent, SpanRecord
+from ..assembly.dialects.base import plain
+from ..records import LogRecordData, SpanEvent, SpanRecord
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadWriteLogRecord
 
-    from .pipeline import Pipeline
+    from ..pipeline.core import Pipeline
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 OWN_EVENTS = frozenset({"gen_ai.evaluation.result"})

@@ -19,14 +19,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TextIO
 
-from .assembly import assemble
-from .conversations import stitch
-from .evaluators.base import Evaluator, safe_evaluate
-from .metadata import NO_RESOURCE
-from .model import AgentTrace, EvalResult
-from .pipeline import flatten
-from .records import LogRecordData, SpanRecord
-from .stats_ci import Gate
+from ..assembly import assemble
+from ..pipeline.conversations import stitch
+from ..evaluators.base import Evaluator, safe_evaluate
+from ..metadata import NO_RESOURCE
+from ..model import AgentTrace, EvalResult
+from ..pipeline.core import flatten
+from ..records import LogRecordData, SpanRecord
+from ..experiments.stats_ci import Gate
 
 
 @dataclass
@@ -102,7 +102,7 @@ def evaluate_traces(
 
 def read_files(paths: Sequence[str | Path]) -> list[SpanRecord]:
     """Every span of the files, in memory (tests, small inputs); ``read_traces`` streams."""
-    from .otlp import read_trace_file
+    from ..formats.otlp import read_trace_file
 
     records: list[SpanRecord] = []
     for path in paths:
@@ -207,7 +207,7 @@ class TraceGroups:
 
 
 def _joined(spans: dict[int, list[SpanRecord]], logs: dict[int, list[LogRecordData]], stats: ReadStats) -> Iterator[list[SpanRecord]]:
-    from .logs import join_log_records
+    from ..intake.logs import join_log_records
 
     for trace_id, mine in logs.items():
         if trace_id not in spans:
@@ -279,7 +279,7 @@ class _Spill:
 
 def read_traces(paths: Sequence[str | Path], groups: TraceGroups) -> Iterator[list[SpanRecord]]:
     """Stream the files into ``groups``; then each trace's records, whole."""
-    from .otlp import iter_trace_file
+    from ..formats.otlp import iter_trace_file
 
     for path in paths:
         for spans, logs in iter_trace_file(path):

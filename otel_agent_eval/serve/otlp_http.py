@@ -27,7 +27,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .server_security import TLSFiles, reloading_ssl_context
+from .security import TLSFiles, reloading_ssl_context
 
 if TYPE_CHECKING:
     from .server import EvalServer, Outcome

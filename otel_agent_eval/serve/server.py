@@ -55,9 +55,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .config import Settings
-from .evaluators import Evaluator, build_configured_evaluators
-from .otlp import (
+from ..config import Settings
+from ..evaluators import Evaluator, build_configured_evaluators
+from ..formats.otlp import (
     LogRecordData,
     OTLPDecodeError,
     decode_logs_json,
@@ -65,16 +65,16 @@ from .otlp import (
     decode_traces_json,
     decode_traces_protobuf,
 )
-from .pipeline import Pipeline
-from .logs import OWN_EVENTS, event_name_of, is_genai_content
-from .records import SpanRecord
-from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
-from .sinks.prometheus import PrometheusSink
-from .server_grpc import grpc_server
-from .server_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
-from .server_security import BearerTokens, TLSFiles
-from .stats import LabelledCounts, PipelineStats, RunLabels
+from ..pipeline.core import Pipeline
+from ..intake.logs import OWN_EVENTS, event_name_of, is_genai_content
+from ..records import SpanRecord
+from ..sinks.otel import SCOPE_NAME, OtelSink
+from ..sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
+from ..sinks.prometheus import PrometheusSink
+from .otlp_grpc import grpc_server
+from .otlp_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
+from .security import BearerTokens, TLSFiles
+from ..pipeline.stats import LabelledCounts, PipelineStats, RunLabels
 
 _logger = logging.getLogger("otel_agent_eval.server")
 
