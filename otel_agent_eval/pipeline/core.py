@@ -40,7 +40,7 @@ from ..intake.logs import join_log_records
 from ..records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
 from .sampling import AdmissionRate, Sampler, trace_id_sampled
 from .stats import LabelledCounts, LogOnce, PipelineStats, RunLabels
-from .waiting import NOT_ADMITTED, WaitingSpans
+from ..intake.waiting import NOT_ADMITTED, WaitingSpans
 
 if TYPE_CHECKING:
     from ..evaluators.judge.settings import JudgeSettings

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .buffer import estimate_size
+from ..pipeline.buffer import estimate_size
 from ..records import SpanRecord
 
 ADOPTED = "adopted"
