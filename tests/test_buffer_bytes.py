@@ -334,7 +334,7 @@ def test_pipeline_evicts_by_bytes_and_counts_buffer_full(sdk: tuple[trace.Tracer
     for seed in range(40):
         agent_run(tracer, seed)
     for span in holder.spans:
-        pipeline.offer(span)
+        pipeline.intake.offer_span(span)
     pipeline._collect_once()
     assert 0 < pipeline.buffer.bytes <= 200_000
     assert 0 < len(pipeline.buffer) < 40

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.openai_server import FakeOpenAI, answer
 from otel_agent_eval import AgentEvalProcessor, EvalResult
-from otel_agent_eval.pipeline.core import EvaluatedTrace
+from otel_agent_eval.model import EvaluatedTrace
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from test_otlp import to_otlp_json
 

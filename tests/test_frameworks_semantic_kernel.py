@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import AgentTrace, assemble
-from otel_agent_eval.intake.logs import join_log_records
+from otel_agent_eval.pipeline.completion import join_log_records
 from otel_agent_eval.formats.otlp import decode_logs_protobuf
 from tests.frameworks import semantic_kernel_scenarios as sc
 from tests.frameworks.harness import (

@@ -32,7 +32,7 @@ import pytest
 
 from otel_agent_eval import AgentTrace, ToolCall
 from otel_agent_eval.config import Settings
-from otel_agent_eval.pipeline.core import EvaluatedTrace
+from otel_agent_eval.model import EvaluatedTrace
 from otel_agent_eval.serve.server import EvalServer, ServeOptions
 from tests.frameworks import vercel_scenarios as sc
 from tests.frameworks.harness import RecordingSink, assert_traces, call, hex_span, step, trace

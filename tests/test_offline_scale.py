@@ -34,12 +34,11 @@ from otel_agent_eval.cli.evaluate import (
     TraceGroups,
     budget_share,
     evaluate_files,
-    evaluate_records,
-    read_files,
     read_traces,
     split_files,
 )
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from tests.offline_reference import evaluate_records, read_files
 
 CLI = [sys.executable, "-m", "otel_agent_eval"]
 

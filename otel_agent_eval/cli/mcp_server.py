@@ -24,7 +24,12 @@ from pydantic import Field, ValidationError
 
 from ..assembly import assemble
 from ..config import Settings
-from ..evaluators import ExpectedCall, ToolCallAccuracy, ToolExpectation, build_evaluators
+from ..evaluators import (
+    ExpectedCall,
+    ToolCallAccuracy,
+    ToolExpectation,
+    build_evaluators,
+)
 from ..evaluators.base import Evaluator, safe_evaluate
 from ..evaluators.registry import UnknownEvaluator, catalogue, resolve
 from ..model import AgentStep, AgentTrace, EvalResult, ToolCall

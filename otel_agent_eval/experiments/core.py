@@ -35,7 +35,7 @@ from ..assembly import assemble
 from ..evaluators.base import Evaluator, safe_evaluate
 from ..evaluators.tool_calls import ToolExpectation
 from ..model import LABELS, EvalResult
-from ..pipeline.core import flatten
+from ..pipeline.completion import flatten
 from ..records import OWN_SCOPE, from_readable_span
 from .stats_ci import Gate, Interval, two_proportion_test, wilson_interval
 

@@ -1,39 +1,41 @@
-"""Content carried by log records, joined to the spans it belongs to.
+"""Intake of content carried by log records.
 
 Instrumentations in event-only content mode (OpenTelemetry's
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY``, the older
 ``gen_ai.*.message`` / ``gen_ai.choice`` log events) put prompts and completions
 into log records correlated by trace and span id. A SpanProcessor never sees
-them, so ``AgentEvalLogProcessor`` hands them to the same pipeline, and
-``join_log_records`` folds them into the span records before assembly:
-
-- ``gen_ai.client.inference.operation.details`` carries the inference span's
-  attributes (``gen_ai.input.messages``, ``gen_ai.output.messages``, ...): they
-  fill attributes the span does not have;
-- any other ``gen_ai.*`` event becomes a span event of that span (its body's
-  keys as event attributes), where the dialects read span events.
+them, so ``AgentEvalLogProcessor`` hands them to the same intake (the OTLP
+receiver does the same with the records it decodes); ``classify_log`` is the one
+rule for which records are content. The pipeline folds them into their spans when
+the trace completes (``pipeline/completion.py``, ``join_log_records``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
 
-from ..assembly.dialects.base import plain
-from ..records import LogRecordData, SpanEvent, SpanRecord
+from ..records import LogRecordData, event_name_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadWriteLogRecord
 
-    from ..pipeline.core import Pipeline
+    from .admission import Intake
 
-DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 OWN_EVENTS = frozenset({"gen_ai.evaluation.result"})
+CONTENT = "content"
+
+
+def classify_log(event_name: str | None, trace_id: int | None, span_id: int | None) -> str:
+    """``content`` for a GenAI content record tied to a span; else why not: ``own``, ``no_span``, ``not_genai``."""
+    if event_name in OWN_EVENTS:
+        return "own"  # our own results, sent back to us
+    if not trace_id or not span_id:
+        return "no_span"
+    if not event_name or not event_name.startswith("gen_ai."):
+        return "not_genai"
+    return CONTENT
 
 
 def log_record_data(record: Any, event_name: str | None) -> LogRecordData:
@@ -48,103 +50,26 @@ def log_record_data(record: Any, event_name: str | None) -> LogRecordData:
     )
 
 
-def event_name_of(event_name: str | None, attributes: Mapping[str, Any] | None) -> str | None:
-    """The event name, from the record field or (older SDKs) the ``event.name`` attribute."""
-    if event_name:
-        return event_name
-    if attributes:
-        value = attributes.get("event.name")
-        return str(value) if value else None
-    return None
-
-
-def is_genai_content(event_name: str | None) -> bool:
-    return bool(event_name) and event_name.startswith("gen_ai.") and event_name not in OWN_EVENTS  # type: ignore[union-attr]
-
-
-def _body_attributes(body: Any) -> dict[str, Any]:
-    """A log body as event attributes; structured values (tuples, read-only mappings) as plain lists/dicts."""
-    if isinstance(body, Mapping):
-        return {str(k): plain(v) for k, v in body.items()}
-    if body is None:
-        return {}
-    return {"content": plain(body)}
-
-
-def _attributes(log: LogRecordData) -> dict[str, Any]:
-    return {**{str(k): plain(v) for k, v in (log.attributes or {}).items()}, **_body_attributes(log.body)}
-
-
-TOOL_DEFINITIONS = "gen_ai.tool.definitions"
-
-
-def _fuller_definitions(candidate: Any, current: Any) -> bool:
-    """Do ``candidate`` tool definitions have parameters where ``current`` has none?
-
-    With content capture off for one signal, the GenAI instrumentation writes the definitions
-    there without parameters (ADK 2 with event-only capture: on the span; with span-only
-    capture: in the log record); the other signal's copy is the complete one.
-    """
-
-    def has_parameters(value: Any) -> bool:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return False
-        return isinstance(value, (list, tuple)) and any(
-            isinstance(item, Mapping) and item.get("parameters") for item in value)
-
-    return has_parameters(candidate) and not has_parameters(current)
-
-
-def join_log_records(records: Sequence[SpanRecord], logs: Sequence[LogRecordData]) -> list[SpanRecord]:
-    """Fold GenAI log records into the span records they belong to. Pure.
-
-    Logs whose span is not among ``records`` are ignored (the caller counts them).
-    """
-    if not logs:
-        return list(records)
-    by_span: dict[int, list[LogRecordData]] = defaultdict(list)
-    for log in logs:
-        if log.span_id is not None:
-            by_span[log.span_id].append(log)
-    joined = []
-    for record in records:
-        mine = by_span.get(record.span_id)
-        if not mine:
-            joined.append(record)
-            continue
-        attributes = dict(record.attributes)
-        events = list(record.events)
-        for log in sorted(mine, key=lambda l: l.time_unix_nano):
-            name = event_name_of(log.event_name, log.attributes) or "log"
-            if name == DETAILS_EVENT:
-                for key, value in _attributes(log).items():
-                    if key not in attributes or (key == TOOL_DEFINITIONS and _fuller_definitions(value, attributes[key])):
-                        attributes[key] = value
-            else:
-                events.append(SpanEvent(name, log.time_unix_nano, _attributes(log)))
-        joined.append(dataclasses.replace(record, attributes=attributes, events=tuple(events)))
-    return joined
-
-
 class AgentEvalLogProcessor(LogRecordProcessor):
-    """Hands GenAI content log records to an AgentEvalProcessor's pipeline. O(1), never raises."""
+    """Hands GenAI content log records to an AgentEvalProcessor's intake. O(1), never raises.
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.pipeline = pipeline
+    Its lifecycle is the span processor's: ``shutdown`` does nothing (the span
+    processor owns the pipeline), ``force_flush`` returns at once (the records are
+    flushed with their traces by the span processor's ``force_flush``).
+    """
+
+    def __init__(self, intake: Intake, on_error: Any) -> None:
+        self.intake = intake
+        self.on_error = on_error
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         try:
             record = log_record.log_record
             name = event_name_of(record.event_name, record.attributes)
-            if not is_genai_content(name) or not record.trace_id or not record.span_id:
-                return
-            self.pipeline.offer_log(log_record_data(record, name))
+            if classify_log(name, record.trace_id, record.span_id) == CONTENT:
+                self.intake.offer_log(log_record_data(record, name))
         except Exception:
-            self.pipeline.stats.processor_errors.inc()
-            self.pipeline.log_once("on_emit", "otel-agent-eval: error in the log record processor")
+            self.on_error("on_emit", "otel-agent-eval: error in the log record processor")
 
     emit = on_emit  # older SDKs call emit()
 

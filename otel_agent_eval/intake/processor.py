@@ -23,15 +23,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry, start_http_server
 
 from ..config import Settings
-from ..assembly.dialects import GENAI_MARKERS
 from ..evaluators import Evaluator, ToolExpectation, build_configured_evaluators
-from .logs import AgentEvalLogProcessor
 from ..pipeline.core import Pipeline
-from ..sinks.otel import SCOPE_NAME, OtelSink
-from ..sinks.prometheus import PrometheusSink
 from ..pipeline.stats import PipelineStats, RunLabels
+from ..sinks.otel import OtelSink
+from ..sinks.prometheus import PrometheusSink
+from .logs import AgentEvalLogProcessor
 
-_GENAI_MARKERS = frozenset(GENAI_MARKERS)
 _logger = logging.getLogger("otel_agent_eval")
 
 
@@ -90,7 +88,6 @@ class AgentEvalProcessor(SpanProcessor):
                 "global ones are not set, and no prometheus_port. Use install(provider, ...) or pass tracer_provider=, "
                 "logger_provider= or prometheus_port= (see the README, 'Use it in your app')."
             )
-        self._count_received = self.stats.spans_received.incrementer()
         self.pipeline.start()
 
     # -- SpanProcessor ---------------------------------------------------------
@@ -98,28 +95,11 @@ class AgentEvalProcessor(SpanProcessor):
         """Nothing to do when a span starts: decisions are made when it ends."""
 
     def on_end(self, span: ReadableSpan) -> None:
+        """The hot path: the intake rule (``intake/admission.py``), then one bounded append. Never raises."""
         try:
-            self._count_received()
-            # SDK internals first (plain attribute reads are several times cheaper than
-            # the public properties), with the public API as the fallback.
-            trace_id = (getattr(span, "_context", None) or span.context).trace_id
-            pipeline = self.pipeline
-            kept = trace_id in pipeline.active_traces
-            if not kept:
-                attributes = getattr(span, "_attributes", None)
-                attributes = getattr(attributes, "_dict", None) or attributes or span.attributes
-                if not attributes or _GENAI_MARKERS.isdisjoint(attributes):
-                    return
-                if trace_id in pipeline.rejected_traces:
-                    return  # a later span of a trace rejected on arrival (the common case under overload)
-            scope = span.instrumentation_scope
-            if scope is not None and scope.name == SCOPE_NAME:
-                return  # never evaluate our own evaluation spans
-            if kept or pipeline.admit(trace_id):
-                pipeline.offer(span)
+            self.pipeline.intake.offer_span(span)
         except Exception:
-            self.stats.processor_errors.inc()
-            self.pipeline.log_once("on_end", "otel-agent-eval: error in on_end")
+            self.pipeline.internal_error("on_end", "otel-agent-eval: error in on_end")
 
     @property
     def log_processor(self) -> AgentEvalLogProcessor:
@@ -128,7 +108,7 @@ class AgentEvalProcessor(SpanProcessor):
         Add it to the app's LoggerProvider when instrumentations record content as
         log events (event-only mode); ``install()`` does both in one call.
         """
-        return AgentEvalLogProcessor(self.pipeline)
+        return AgentEvalLogProcessor(self.pipeline.intake, self.pipeline.internal_error)
 
     def shutdown(self) -> None:
         self.pipeline.shutdown(timeout=self.settings.evaluator_timeout_seconds)

@@ -1,136 +1,36 @@
-"""The background half of the product: buffer -> assemble -> sample -> evaluate -> sinks.
+"""The background half of the product: intake -> buffer -> completion -> sampling -> stages -> sinks.
 
-Threads: one *collector* thread drains the span intake into the TraceBuffer,
-completes traces, assembles and samples them, and watches the workers. Two
-*stages* evaluate a sampled run, each with its own bounded queue, worker pool
-and drop reasons, so a slow or failing judge never holds back the rest:
-
-- ``deterministic``: ``workers`` threads run the evaluators that need no judge
-  and emit their results at once (the run's first evaluation span);
-- ``judge``: judge-concurrency threads run the ``needs_judge`` evaluators of the
-  runs the judge sample rate picks, and emit a second evaluation span.
-
-A hung evaluator cannot be killed in Python, so the collector acts as a
-watchdog: when an evaluator runs past its timeout, its job gets an ``error``
-result (reason ``timeout``), goes back to the front of the queue for the
-remaining evaluators, the stuck worker is abandoned (its late results are
-discarded) and a fresh worker takes its place.
+One *collector* thread drains the intake into the ``TraceBuffer``, completes
+traces (``completion.py``: assemble, flatten), samples the runs and submits them
+to the evaluation stages (``workers.py``), whose watchdog it also runs. Its own
+state (buffer, sampler) has no lock: it is the only thread that touches it.
 """
 
 from __future__ import annotations
 
-import logging
+import os
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
-from ..assembly import assemble
-from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
 from ..config import Settings
+from ..evaluators.base import Evaluator
+from ..intake.admission import Intake
+from ..model import AgentTrace
+from ..records import LogRecordData, SpanRecord
+from ..sinks import Sink
+from .buffer import FLUSH, SHUTDOWN, CompletedTrace, TraceBuffer
+from .completion import runs_of
 from .conversations import ConversationStore
-from ..assembly.dialects import is_genai
-from ..evaluators.base import Evaluator, safe_evaluate
-from ..isolation import is_evaluator_telemetry
-from ..model import AgentTrace, EvalResult
-from ..intake.logs import join_log_records
-from ..records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span, raw_attributes
-from .sampling import AdmissionRate, Sampler, trace_id_sampled
-from .stats import LabelledCounts, LogOnce, PipelineStats, RunLabels
-from ..intake.waiting import NOT_ADMITTED, WaitingSpans
+from .sampling import Sampler
+from .stats import LogOnce, PipelineStats, RunLabels
+from .workers import TICK_SECONDS, Stages
 
 if TYPE_CHECKING:
     from ..evaluators.judge.settings import JudgeSettings
-
-_logger = logging.getLogger("otel_agent_eval")
-
-TICK_SECONDS = 0.1
-MAX_ABANDONED_WORKERS = 8
-REJECTED_MEMORY = 10
-"""Rejected trace ids remembered per generation, in multiples of ``max_buffered_traces``."""
-
-
-Phase = Literal["deterministic", "judge"]
-
-
-@dataclass
-class EvaluatedTrace:
-    """What sinks receive: one agent trace, one phase's results, and how long each evaluator took.
-
-    A run is emitted once per phase: ``deterministic`` as soon as those
-    evaluators are done, ``judge`` when the judge evaluators are (if sampled).
-    """
-
-    trace: AgentTrace
-    results: list[EvalResult]
-    durations: dict[str, float]
-    started_ns: int
-    ended_ns: int
-    phase: Phase = "deterministic"
-
-
-class Sink(Protocol):
-    name: str
-
-    def emit(self, evaluated: EvaluatedTrace) -> None: ...
-
-
-@dataclass
-class _Job:
-    trace: AgentTrace
-    next_index: int = 0
-    results: list[EvalResult] = field(default_factory=list)
-    durations: dict[str, float] = field(default_factory=dict)
-    started_ns: int = field(default_factory=time.time_ns)
-
-
-class _Stage:
-    """One queue and its worker pool: the evaluators of a phase, with their own bounds and drop reasons."""
-
-    def __init__(self, phase: Phase, evaluators: list[Evaluator], workers: int, max_queued: int,
-                 lock: threading.Lock, drop_prefix: str) -> None:
-        self.phase = phase
-        self.evaluators = evaluators
-        self.size = workers
-        self.max_queued = max_queued
-        self.queue_full = f"{drop_prefix}queue_full"
-        self.shutdown = f"{drop_prefix}shutdown"
-        self.queue: deque[_Job] = deque()
-        self.work_ready = threading.Condition(lock)
-        self.room = threading.Condition(lock)
-        """Notified when a worker takes a job: a draining collector waits on it instead of dropping."""
-        self.workers: list[_Worker] = []
-        self.busy = 0
-
-
-class _Worker:
-    def __init__(self, pipeline: Pipeline, stage: _Stage, number: int) -> None:
-        self.pipeline = pipeline
-        self.stage = stage
-        self.abandoned = False
-        self.job: _Job | None = None
-        """The job this worker holds until it hands the results to the sinks."""
-        self.current: tuple[_Job, int, float] | None = None
-        prefix = "judge-" if stage.phase == "judge" else ""
-        self.thread = threading.Thread(target=pipeline._work, args=(self,), name=f"otel-agent-eval-{prefix}worker-{number}", daemon=True)
-
-
-def _trace_id_of(item: Any) -> int | None:
-    """Trace id of an intake item: SpanRecord, LogRecordData or SDK ReadableSpan."""
-    trace_id = getattr(item, "trace_id", None)
-    return trace_id if trace_id is not None else item.context.trace_id
-
-
-def flatten(traces: Sequence[AgentTrace]) -> list[AgentTrace]:
-    """Every agent invocation, nested ones included: each is evaluated on its own."""
-    out: list[AgentTrace] = []
-    for trace in traces:
-        out.append(trace)
-        out.extend(flatten(trace.children))
-    return out
 
 
 def _judge_settings_of(evaluators: Sequence[Evaluator]) -> JudgeSettings:
@@ -144,12 +44,24 @@ def _judge_settings_of(evaluators: Sequence[Evaluator]) -> JudgeSettings:
     return JudgeSettings()
 
 
+def _trace_id_of(item: Any) -> int | None:
+    """Trace id of an intake item: SpanRecord, LogRecordData or SDK ReadableSpan."""
+    trace_id = getattr(item, "trace_id", None)
+    return trace_id if trace_id is not None else item.context.trace_id
+
+
 class Pipeline:
-    """Owns the intake, the buffer, the stages' queues and the threads. Start with ``start()``.
+    """Owns the intake, the buffer, the stages and the threads. Start with ``start()``.
 
     ``judge_settings`` sizes the judge stage (``concurrency`` workers,
     ``max_queued`` runs, ``sample_rate``); by default, those of the judge
     evaluators' client.
+
+    Contracts (the SDK's ``BatchProcessor``'s): ``flush`` returns False once
+    stopped; ``shutdown`` is idempotent and returns at once the second time;
+    after it, everything offered is dropped and counted (``already_shutdown``)
+    and nothing is retained; after ``fork`` the child gets fresh locks, events,
+    queues, counters and threads (``_after_fork_in_child``).
     """
 
     def __init__(
@@ -178,7 +90,7 @@ class Pipeline:
 
     def _init_state(self) -> None:
         s = self.settings
-        self.intake: deque[Any] = deque()
+        self.intake = Intake(s, self.stats, self.clock)
         self.buffer = TraceBuffer(
             settle_delay=s.settle_delay_seconds,
             idle_timeout=s.idle_timeout_seconds,
@@ -196,32 +108,23 @@ class Pipeline:
             max_per_second=s.max_evaluations_per_second,
             clock=self.clock,
         )
-        self.conversations = ConversationStore(s.max_conversations, s.max_turns_per_conversation)
-        self.active_traces: dict[int, None] = {}
-        """Trace ids with kept spans: the hot path keeps any further span of these."""
-        self.admission = AdmissionRate(s.max_traces_per_second, self.clock())
-        self.rejected_traces: dict[int, None] = {}
-        """Trace ids rejected on arrival, so their later spans are too (see ``admit``)."""
-        self.rejected_earlier: dict[int, None] = {}
-        self.waiting = WaitingSpans(s.wait_for_trace_seconds, s.max_waiting_spans, s.max_waiting_bytes,
-                                    on_leave=lambda outcome, n: self.stats.waiting_spans.inc(outcome, amount=n))
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._stage = _Stage("deterministic", [e for e in self.evaluators if not e.needs_judge], s.workers,
-                             s.max_queued_evaluations, self._lock, "")
-        judge = self.judge_settings
-        self._judge_stage = _Stage("judge", [e for e in self.evaluators if e.needs_judge],
-                                   judge.concurrency if judge else 1, judge.max_queued if judge else 1, self._lock, "judge_")
-        self._stages = (self._stage, self._judge_stage)
-        self._queue = self._stage.queue
+        self.conversations = ConversationStore(s.max_conversations, s.max_turns_per_conversation) \
+            if s.max_conversations else None
+        self.stages = Stages(self.evaluators, workers=s.workers, max_queued=s.max_queued_evaluations,
+                             timeout=s.evaluator_timeout_seconds, judge_settings=self.judge_settings, sinks=self.sinks,
+                             stats=self.stats, run_labels=self.run_labels, log_once=self.log_once)
+        self._queue = self.stages.deterministic.queue
         self._wake = threading.Event()
         self._flush_requests: deque[threading.Event] = deque()
-        self._abandoned = 0
-        self._worker_numbers = 0
         self._stopping = False
         self._shutting_down = False
         self._started = False
         self._collector: threading.Thread | None = None
+
+    def internal_error(self, kind: str, message: str, *args: object) -> None:
+        """A bug of ours on some thread: counted (``processor_errors``), logged once per kind, never raised."""
+        self.stats.processor_errors.inc()
+        self.log_once(kind, message, *args)
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -230,14 +133,21 @@ class Pipeline:
         self._started = True
         self._collector = threading.Thread(target=self._collect, name="otel-agent-eval-collector", daemon=True)
         self._collector.start()
-        with self._lock:
-            for stage in self._stages:
-                for _ in range(stage.size if stage.evaluators else 0):
-                    self._spawn_worker(stage)
+        self.stages.start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopping
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Complete every buffered trace now and wait until its evaluation is emitted."""
-        if not self._started or self._stopping:
+        """Complete every buffered trace now and wait until its evaluation is emitted.
+
+        True when everything was emitted within ``timeout`` seconds; False once stopped
+        (nothing can be flushed any more) or when the timeout passes first.
+        """
+        if self._stopping:
+            return False
+        if not self._started:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
         done = threading.Event()
@@ -245,16 +155,10 @@ class Pipeline:
         self._wake.set()
         if not done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
             return False
-        with self._lock:
-            while any(stage.queue or stage.busy for stage in self._stages):
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._idle.wait(remaining if remaining is not None else TICK_SECONDS)
-        return True
+        return self.stages.wait_idle(deadline)
 
     def shutdown(self, timeout: float | None = 30.0) -> bool:
-        """Evaluate what is pending (within ``timeout``), then stop the threads.
+        """Evaluate what is pending (within ``timeout`` seconds), then stop the threads. Idempotent.
 
         The drain completes every buffered trace and feeds its runs to the
         evaluation queue at the pace the workers take them (never dropping for
@@ -263,122 +167,36 @@ class Pipeline:
         completed but not yet queued, or queued) is counted as dropped with reason
         ``shutdown``: per trace before assembly, per run after; judge evaluations
         queued, running, or not fitting the judge queue as ``judge_shutdown``, per run.
+        From then on the intake drops (and counts) everything it is offered. A second
+        call returns False at once.
         """
-        if self._stopping:
+        if self._shutting_down:
             return True
         self._shutting_down = True
-        flushed = self.flush(timeout)
-        self._stopping = True
+        flushed = self.flush(timeout) if self._started else True
+        self._stopping = self.stages.stopping = True
+        self.intake.stop()  # from here on, offers are dropped and counted
         self._wake.set()
         if self._collector is not None and self._collector is not threading.current_thread():
             self._collector.join(timeout=1.0)  # it enqueues nothing after this
-        with self._lock:
-            lost_by_stage = [self._abandon_stage(stage) for stage in self._stages]
-        if lost_by_stage[1]:
-            self.stats.dropped.inc(self._judge_stage.shutdown, amount=lost_by_stage[1])
-        lost = lost_by_stage[0]
+        lost, judge_lost = self.stages.stop()
+        if judge_lost:
+            self.stats.dropped.inc(self.stages.judge.shutdown, amount=judge_lost)
         try:
             buffered = set(self.buffer.trace_ids())
-            lost += len(buffered) + len({_trace_id_of(item) for item in list(self.intake)} - buffered)
+            lost += len(buffered) + len({_trace_id_of(item) for item in list(self.intake.queue)} - buffered)
+            self.buffer.pop_all(SHUTDOWN)  # nothing is retained
         except RuntimeError:  # the collector outlived its join timeout and is still mutating
             lost += len(self.buffer)
+        self.intake.release()
         if lost:
             self.stats.dropped.inc("shutdown", amount=lost)
         return flushed
-
-    def _abandon_stage(self, stage: _Stage) -> int:
-        """Under the lock: clear a stage's queue and abandon its busy workers; how many runs were lost."""
-        lost = len(stage.queue)
-        stage.queue.clear()
-        stage.room.notify_all()  # a draining collector waiting for room gives up and counts what is left
-        for worker in stage.workers:  # jobs still being evaluated when the deadline passed
-            if worker.job is not None and not worker.abandoned:
-                worker.abandoned = True  # its late results are discarded
-                lost += 1
-        stage.work_ready.notify_all()
-        return lost
 
     @property
     def alive(self) -> bool:
         """True while the collector thread runs (health checks)."""
         return self._collector is not None and self._collector.is_alive() and not self._stopping
-
-    # -- intake (any thread) ---------------------------------------------------
-    def admit(self, trace_id: int, *, log: bool = False) -> bool:
-        """The first GenAI span (or ``log`` record) of a trace not yet kept: keep its trace, or reject it. O(1).
-
-        Rejected ids are remembered in two generations of ``max_buffered_traces x
-        REJECTED_MEMORY`` ids each; a trace that outlives both is decided again by
-        the same trace-id rule, which only disagrees if the ratio rose meanwhile.
-        Evaluator-made telemetry (``isolation.py``) is dropped here, item by item.
-        """
-        if trace_id in self.rejected_traces or trace_id in self.rejected_earlier:
-            return False
-        if is_evaluator_telemetry(trace_id):
-            (self.stats.log_records_dropped if log else self.stats.spans_dropped).inc("evaluator_telemetry")
-            return False
-        if not self.admission.admits(trace_id):
-            self.rejected_traces[trace_id] = None
-            self.stats.traces_rejected.inc()
-            return False
-        self.active_traces[trace_id] = None
-        self.stats.traces_admitted.inc()
-        return True
-
-    def offer(self, span: Any) -> None:
-        """Hot-path intake of a finished span (SDK ReadableSpan or SpanRecord). O(1), never blocks."""
-        if len(self.intake) >= self.settings.max_intake_spans:
-            self.stats.intake_full.inc()
-            return
-        if self._stopping:  # shutdown has counted what it left; nothing will read this any more
-            self.stats.spans_dropped.inc("shutdown")
-            return
-        self.intake.append(span)
-        self.stats.spans_kept.inc()
-
-    def offer_log(self, log: LogRecordData) -> None:
-        """Intake of a GenAI content log record (see ``logs.py``). O(1), never blocks."""
-        if len(self.intake) >= self.settings.max_intake_spans:
-            self.stats.intake_full.inc()
-            return
-        if self._stopping:
-            self.stats.log_records_dropped.inc("shutdown")
-            return
-        if log.trace_id is not None and log.trace_id not in self.active_traces:
-            if not self._admit_with_waiting(log.trace_id, log=True):
-                return
-        self.intake.append(log)
-        self.stats.log_records_kept.inc()
-
-    def offer_records(self, records: Sequence[SpanRecord]) -> None:
-        """Intake for the server and offline runs: records not yet filtered by the hot-path rule.
-
-        A non-GenAI span of a trace not yet known waits (``WaitingSpans``) for a
-        GenAI span of its trace, since batches over the wire arrive in any order.
-        """
-        waiting = self.waiting.enabled
-        now = self.clock() if waiting else 0.0
-        for record in records:
-            self.stats.spans_received.inc()
-            trace_id = record.trace_id
-            if record.scope_name == OWN_SCOPE:
-                continue  # our own evaluation spans, sent back by a collector
-            if trace_id in self.active_traces:
-                self.offer(record)
-            elif is_genai(record.attributes):
-                if self._admit_with_waiting(trace_id):
-                    self.offer(record)
-            elif waiting and trace_id not in self.rejected_traces and trace_id not in self.rejected_earlier:
-                self.waiting.add(record, now)
-
-    def _admit_with_waiting(self, trace_id: int, *, log: bool = False) -> bool:
-        """``admit``, then adopt (or let go) the trace's spans that waited for it."""
-        if self.admit(trace_id, log=log):
-            for record in self.waiting.take(trace_id):
-                self.offer(record)
-            return True
-        self.waiting.take(trace_id, NOT_ADMITTED)
-        return False
 
     def _count_drop(self, reason: str, spans: int) -> None:
         """TraceBuffer drops: late and oversize spans, or whole traces when full."""
@@ -395,8 +213,7 @@ class Pipeline:
             try:
                 self._collect_once()
             except Exception:  # keep the pipeline alive; a bug here must not stop evaluation
-                self.stats.processor_errors.inc()
-                self.log_once("collector", "otel-agent-eval: error in the collector thread")
+                self.internal_error("collector", "otel-agent-eval: error in the collector thread")
             self._wake.wait(TICK_SECONDS)
             self._wake.clear()
 
@@ -415,222 +232,51 @@ class Pipeline:
             if self._stopping:  # the drain deadline passed while these waited for room
                 self.stats.dropped.inc("shutdown", amount=len(completed) - index)
                 break
-            self.active_traces.pop(trace.trace_id, None)
+            self.intake.completed(trace.trace_id)
             self._on_completed(trace, draining=draining)
-        if self.waiting.spans:
-            self.waiting.expire(now)
-        self._watch_workers()
-        self._adapt_admission(now)
-        if len(self.active_traces) > 2 * self.settings.max_buffered_traces:
-            # Evicted traces leave ids behind; rebuild from what is still buffered.
-            self.active_traces = dict.fromkeys(t for t in list(self.active_traces) if t in self.buffer)
+        self.stages.watch()
+        self.intake.tick(now, self.buffer.__contains__)
         self.stats.buffered_traces = len(self.buffer)
         self.stats.buffered_bytes = self.buffer.bytes
-        self._publish_depths()
+        self.stages.publish_depths()
         for done in flushes:
             done.set()
 
-    def _publish_depths(self) -> None:
-        self.stats.queue_depth = len(self._stage.queue)
-        self.stats.judge_queue_depth = len(self._judge_stage.queue)
-
-    def _adapt_admission(self, now: float) -> None:
-        stats = self.stats
-        self.admission.update(stats.traces_admitted.value + stats.traces_rejected.value, now)
-        stats.admission_ratio = self.admission.ratio
-        if len(self.rejected_traces) >= REJECTED_MEMORY * self.settings.max_buffered_traces:
-            self.rejected_earlier, self.rejected_traces = self.rejected_traces, {}
-
     def _drain_intake(self, now: float) -> None:
-        intake = self.intake
-        while intake:
-            span = intake.popleft()
-            if isinstance(span, LogRecordData):
-                self.buffer.add_log(span, now)
+        queue = self.intake.queue
+        while queue:
+            item = queue.popleft()
+            if isinstance(item, LogRecordData):
+                self.buffer.add_log(item, now)
                 continue
             try:
-                if isinstance(span, SpanRecord):
-                    self.buffer.add(span, span.trace_id, span.is_local_root, now)
+                if isinstance(item, SpanRecord):
+                    self.buffer.add(item, item.trace_id, item.is_local_root, now)
                 else:
-                    parent = span.parent
-                    self.buffer.add(span, span.context.trace_id, parent is None or parent.is_remote, now)
+                    parent = item.parent
+                    self.buffer.add(item, item.context.trace_id, parent is None or parent.is_remote, now)
             except Exception:
-                self.stats.processor_errors.inc()
-                self.log_once("record", "otel-agent-eval: could not read a span")
-
-    def _records(self, spans: list[Any]) -> list[SpanRecord]:
-        """SDK spans become SpanRecords here, once their trace is complete."""
-        records = []
-        for span in spans:
-            if isinstance(span, SpanRecord):
-                records.append(span)
-                continue
-            try:
-                records.append(from_readable_span(span, content=is_genai(raw_attributes(span))))
-            except Exception:
-                self.stats.processor_errors.inc()
-                self.log_once("record", "otel-agent-eval: could not read a span")
-        return records
+                self.internal_error("record", "otel-agent-eval: could not read a span")
 
     def _on_completed(self, completed: CompletedTrace, *, draining: bool = False) -> None:
-        """Assemble, sample, queue. ``draining``: no rate cap, and wait for room in the queue instead of dropping."""
+        """Complete, sample, submit. ``draining``: no rate cap, and wait for room in the queue instead of dropping."""
         self.stats.traces_completed.inc(completed.reason)
         try:
-            runs = assemble(join_log_records(self._records(completed.spans), completed.logs))
-            if self.settings.max_conversations:
-                runs = [self.conversations.attach(run) for run in runs]
-            agent_traces = flatten(runs)
-            for run in agent_traces if completed.dropped else ():
-                run.spans_dropped = completed.dropped  # the judge is told, and skips what it cannot see
+            runs = runs_of(completed, self.conversations,
+                           lambda: self.internal_error("record", "otel-agent-eval: could not read a span"))
         except Exception:
-            self.stats.processor_errors.inc()
             self.stats.dropped.inc("assembly_error")
-            self.log_once("assemble", "otel-agent-eval: assembly failed for trace %032x", completed.trace_id)
+            self.internal_error("assemble", "otel-agent-eval: assembly failed for trace %032x", completed.trace_id)
             return
-        if not agent_traces:
+        if not runs:
             self.stats.dropped.inc("no_agent")
             return
-        for trace in agent_traces:
-            self.stats.agent_traces.inc(*self.run_labels(trace))
-            decision = self.sampler.decide(trace, rate_limit=not draining)
+        for run in runs:
+            self.stats.agent_traces.inc(*self.run_labels(run))
+            decision = self.sampler.decide(run, rate_limit=not draining)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
-            if not decision.sampled:
-                continue
-            if self._stage.evaluators:
-                self._enqueue(self._stage, _Job(trace), draining=draining)
-            else:
-                self.stats.traces_evaluated.inc(*self.run_labels(trace))  # nothing deterministic to run: that phase is done
-            if self._judge_stage.evaluators and self.judge_settings is not None:
-                judged = trace_id_sampled(int(trace.trace_id, 16), self.judge_settings.sample_rate)
-                self.stats.judge_sampling.inc("sampled" if judged else "not_sampled")
-                if judged:
-                    self._enqueue(self._judge_stage, _Job(trace), draining=draining)
-
-    def _enqueue(self, stage: _Stage, job: _Job, *, draining: bool = False) -> None:
-        """Queue a run; when full, drop the oldest (``queue_full``).
-
-        While draining, the deterministic stage waits for room (the workers set
-        the pace; the drain deadline ends the wait, and the run counts as
-        ``shutdown``); the judge stage, far slower, does not hold the drain back:
-        a run that does not fit counts as ``judge_shutdown``.
-        """
-        with self._lock:
-            if draining and len(stage.queue) >= stage.max_queued:
-                if stage is self._judge_stage:
-                    self.stats.dropped.inc(stage.shutdown)
-                    return
-                while len(stage.queue) >= stage.max_queued and not self._stopping:
-                    stage.room.wait(TICK_SECONDS)
-                    self._watch_workers_locked()  # a hung evaluator must not stall the drain
-                if self._stopping:
-                    self.stats.dropped.inc(stage.shutdown)
-                    return
-            elif len(stage.queue) >= stage.max_queued:
-                stage.queue.popleft()
-                self.stats.dropped.inc(stage.queue_full)
-            stage.queue.append(job)
-            stage.work_ready.notify()
-
-    def _watch_workers(self) -> None:
-        with self._lock:
-            self._watch_workers_locked()
-
-    def _watch_workers_locked(self) -> None:
-        now = time.monotonic()
-        timeout = self.settings.evaluator_timeout_seconds
-        for stage in self._stages:
-            for worker in list(stage.workers):
-                current = worker.current
-                if current is not None and now - current[2] >= timeout:
-                    self._replace_stuck(stage, worker, current, now, timeout)
-
-    def _replace_stuck(self, stage: _Stage, worker: _Worker, current: tuple[_Job, int, float], now: float,
-                       timeout: float) -> None:
-        """Under the lock: time out the evaluator, requeue its job at the front, start a fresh worker."""
-        job, index, _ = current
-        evaluator = stage.evaluators[index]
-        worker.abandoned = True
-        worker.current = None
-        worker.job = None  # goes back to the queue below
-        stage.workers.remove(worker)
-        stage.busy -= 1
-        self._abandoned += 1
-        self.stats.evaluator_errors.inc(evaluator.name, "timeout")
-        job.results.append(evaluator.error(job.trace, f"{evaluator.name} ran longer than {timeout:g}s; abandoned", "timeout"))
-        job.durations[evaluator.name] = now - current[2]
-        job.next_index = index + 1
-        stage.queue.appendleft(job)
-        if self._abandoned > MAX_ABANDONED_WORKERS:
-            self.log_once("abandoned", "otel-agent-eval: %d evaluator threads are stuck", self._abandoned)
-        self._spawn_worker(stage)
-        stage.work_ready.notify()
-
-    def _spawn_worker(self, stage: _Stage) -> None:
-        self._worker_numbers += 1
-        worker = _Worker(self, stage, self._worker_numbers)
-        stage.workers.append(worker)
-        worker.thread.start()
-
-    # -- worker threads --------------------------------------------------------
-    def _work(self, worker: _Worker) -> None:
-        stage = worker.stage
-        while True:
-            with self._lock:
-                while not stage.queue and not self._stopping and not worker.abandoned:
-                    stage.work_ready.wait()
-                if self._stopping or worker.abandoned:
-                    return
-                job = worker.job = stage.queue.popleft()
-                stage.room.notify()
-                stage.busy += 1
-                self._publish_depths()
-            self._run_job(worker, job)
-            with self._lock:
-                if worker.abandoned:
-                    return
-                stage.busy -= 1
-                self._idle.notify_all()
-
-    def _run_job(self, worker: _Worker, job: _Job) -> None:
-        evaluators = worker.stage.evaluators
-        while job.next_index < len(evaluators):
-            index = job.next_index
-            evaluator = evaluators[index]
-            started = time.monotonic()
-            with self._lock:
-                if worker.abandoned:
-                    return
-                worker.current = (job, index, started)
-            results = self._evaluate_one(evaluator, job.trace)
-            with self._lock:
-                if worker.abandoned:
-                    return  # the watchdog already reported a timeout for this evaluator
-                worker.current = None
-                job.results.extend(results)
-                job.durations[evaluator.name] = time.monotonic() - started
-                job.next_index = index + 1
-        with self._lock:
-            if worker.abandoned:
-                return  # shutdown gave up on this job and counted it
-            worker.job = None  # from here on the job is emitted, not lost
-        self._emit(job, worker.stage.phase)
-
-    def _evaluate_one(self, evaluator: Evaluator, trace: AgentTrace) -> list[EvalResult]:
-        results, failed = safe_evaluate(evaluator, trace)
-        if failed:
-            self.stats.evaluator_errors.inc(evaluator.name, "exception")
-        return results
-
-    def _emit(self, job: _Job, phase: Phase) -> None:
-        evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns(), phase)
-        counts: LabelledCounts = self.stats.traces_evaluated if phase == "deterministic" else self.stats.traces_judged
-        counts.inc(*self.run_labels(job.trace))
-        for sink in self.sinks:
-            try:
-                sink.emit(evaluated)
-            except Exception:
-                self.stats.sink_errors.inc(sink.name)
-                self.log_once(f"sink-{sink.name}", "otel-agent-eval: sink %s failed", sink.name)
+            if decision.sampled:
+                self.stages.submit(run, draining=draining)
 
     # -- fork ------------------------------------------------------------------
     def _after_fork_in_child(self) -> None:
@@ -642,8 +288,6 @@ class Pipeline:
 
 
 def _register_fork_handler(pipeline: Pipeline) -> None:
-    import os
-
     if not hasattr(os, "register_at_fork"):
         return
     ref = weakref.WeakMethod(pipeline._after_fork_in_child)

@@ -107,12 +107,14 @@ class PipelineStats:
         self.spans_kept = AtomicCounter()
         self.log_records_kept = AtomicCounter()
         self.intake_full = AtomicCounter()
+        self.spans_after_shutdown = AtomicCounter()  # offered after shutdown: spans_dropped{already_shutdown}
+        self.log_records_after_shutdown = AtomicCounter()  # log_records_dropped{already_shutdown}
         self.traces_admitted = AtomicCounter()  # new GenAI traces buffered (admission)
         self.traces_rejected = AtomicCounter()  # new GenAI traces rejected on arrival (admission)
         self.processor_errors = AtomicCounter()
         self.late_spans = AtomicCounter()
         self.spans_dropped = LabelledCounts()  # (reason,): trace_too_large, evaluator_telemetry; intake_full is counted above
-        self.log_records_dropped = LabelledCounts()  # (reason,): evaluator_telemetry
+        self.log_records_dropped = LabelledCounts()  # (reason,): evaluator_telemetry; already_shutdown is counted above
         self.traces_completed = LabelledCounts()  # (reason,)
         self.sampling = LabelledCounts()  # (decision, reason)
         self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated
@@ -132,6 +134,12 @@ class PipelineStats:
     def spans_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
         counts = self.spans_dropped.snapshot()
         counts[("intake_full",)] = self.intake_full.value
+        counts[("already_shutdown",)] = self.spans_after_shutdown.value
+        return counts
+
+    def log_records_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
+        counts = self.log_records_dropped.snapshot()
+        counts[("already_shutdown",)] = self.log_records_after_shutdown.value
         return counts
 
 

@@ -15,7 +15,8 @@ from .otlp_http import PROTOBUF
 from .security import grpc_server_credentials
 
 if TYPE_CHECKING:
-    from .server import EvalServer, Outcome
+    from .outcome import Outcome
+    from .server import EvalServer
 
 _SERVICES = {
     "traces": "opentelemetry.proto.collector.trace.v1.TraceService",
