@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -54,6 +54,7 @@ class Settings(BaseModel):
     evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Evaluators to run, comma separated: built-in and judge names, names installed packages register (entry points `otel_agent_eval.evaluators`), `module:Class` or `module:function`.")
     workers: int = Field(1, ge=1, le=64, description="Evaluation worker threads.")
     evaluator_timeout_seconds: float = Field(30.0, gt=0, description="An evaluator running longer yields an error result (timeout).")
+    shutdown_timeout_seconds: float = Field(30.0, ge=0, description="The processor's shutdown() evaluates what is buffered within this deadline, then counts the rest as dropped (shutdown); shutdown(timeout_millis=...) overrides it.")
     expectations_file: str | None = Field(None, description="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds (see README).")
     thresholds: dict[str, float] = Field(default_factory=dict, description="Per-evaluator pass thresholds, e.g. tool_call_accuracy=1.0,plan_quality=0.8 (or a JSON object); see README for the defaults.")
     loop_threshold: int = Field(3, ge=2, description="Same tool with identical arguments this many times is a loop.")
@@ -104,6 +105,47 @@ class Settings(BaseModel):
             )
 
 
+class SettingsOverrides(TypedDict, total=False):
+    """``Settings`` fields as keyword arguments (``AgentEvalProcessor(sample_rate=0.25)``): every field but
+    ``evaluators``, which names evaluators where the processor's first argument gives them as objects.
+    A test holds the keys equal to the fields."""
+
+    sample_rate: float
+    sample_errors: bool
+    sample_tool_failures: bool
+    slow_trace_seconds: float | None
+    max_evaluations_per_second: float
+    max_traces_per_second: float
+    settle_delay_seconds: float
+    idle_timeout_seconds: float
+    max_trace_age_seconds: float
+    max_intake_spans: int
+    max_buffered_traces: int
+    max_buffered_bytes: int
+    max_spans_per_trace: int
+    max_queued_evaluations: int
+    wait_for_trace_seconds: float
+    max_waiting_spans: int
+    max_waiting_bytes: int
+    workers: int
+    evaluator_timeout_seconds: float
+    shutdown_timeout_seconds: float
+    expectations_file: str | None
+    thresholds: dict[str, float] | str
+    loop_threshold: int
+    max_steps: int
+    max_conversations: int
+    max_turns_per_conversation: int
+    emit_spans: bool
+    emit_logs: bool
+    export_max_queued_spans: int
+    export_max_queued_log_records: int
+    prometheus_port: int | None
+    prometheus_host: str
+    max_agent_labels: int
+    max_service_labels: int
+
+
 def parse_thresholds(text: str) -> dict[str, Any]:
     """``"a=1.0,b=0.8"`` or a JSON object -> ``{"a": "1.0", "b": "0.8"}`` (values checked by ``check_thresholds``)."""
     text = text.strip()
@@ -137,6 +179,6 @@ def settings_table() -> str:
 
 
 __all__ = [
-    "DEFAULT_EVALUATORS", "ENV_PREFIX", "ConfigError", "Settings", "check_thresholds", "comma_list", "load_model",
+    "DEFAULT_EVALUATORS", "ENV_PREFIX", "ConfigError", "Settings", "SettingsOverrides", "check_thresholds", "comma_list", "load_model",
     "parse_thresholds", "settings_table", "table_for",
 ]

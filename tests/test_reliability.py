@@ -255,7 +255,7 @@ SIGTERM_APP = textwrap.dedent('''
     """An app that owns a TracerProvider with AgentEvalProcessor and drains it on SIGTERM.
 
     What the app must do: install a SIGTERM handler that calls provider.shutdown() (which
-    shuts the processor down: evaluate what it can within evaluator_timeout_seconds, count
+    shuts the processor down: evaluate what it can within shutdown_timeout_seconds, count
     the rest as dropped 'shutdown'). Python's default SIGTERM action kills the process at
     once, without running atexit hooks, so nothing would be drained.
     """
@@ -275,7 +275,7 @@ SIGTERM_APP = textwrap.dedent('''
     provider = TracerProvider()
     processor = AgentEvalProcessor([Slow(), LoopDetection()], registry=CollectorRegistry(), env={},
                                    settle_delay_seconds=0, max_evaluations_per_second=0, emit_spans=False,
-                                   emit_logs=False, evaluator_timeout_seconds=1.0, max_queued_evaluations=1000)
+                                   emit_logs=False, shutdown_timeout_seconds=1.0, max_queued_evaluations=1000)
     provider.add_span_processor(processor)
 
     def on_sigterm(signum, frame):

@@ -49,7 +49,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import functools
     import gc
 
-    from ..evaluators import build_configured_evaluators
+    from ..pipeline.build import evaluation
     from .evaluate import evaluate_files, evaluate_files_parallel, print_text, to_json
 
     try:
@@ -65,10 +65,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         gates = _gates(args)
         if args.jobs > 1 and len(args.files) > 1:
-            build = functools.partial(build_configured_evaluators, settings)
+            build = functools.partial(evaluation, settings)
             report, _ = evaluate_files_parallel(args.files, args.jobs, build, gates, max_buffered_records=args.max_buffered_records)
         else:
-            evaluators, judge = build_configured_evaluators(settings)
+            evaluators, judge = evaluation(settings)
             report, _ = evaluate_files(args.files, evaluators, gates, judge_concurrency=judge.settings.concurrency if judge else 1,
                                        max_buffered_records=args.max_buffered_records)
     except (OSError, ValueError, OTLPDecodeError) as exc:
@@ -94,7 +94,6 @@ def _experiment(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from ..evaluators import configure_evaluators
     from ..evaluators.registry import UnknownEvaluator, import_spec
     from ..experiments.core import (
         case_evaluators,
@@ -120,13 +119,14 @@ def _experiment(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"otel-agent-eval experiment: {exc}", file=sys.stderr)
         return 2
-    factory = configure_evaluators(settings)
+    from ..pipeline.build import evaluation
+
+    built = evaluation(settings)  # a bad evaluator spec fails before any case runs
     try:
-        factory.build()  # a bad evaluator spec fails before any case runs
-        report = run_experiment(cases, task, case_evaluators(factory), concurrency=args.concurrency,
+        report = run_experiment(cases, task, case_evaluators(built.factory), concurrency=args.concurrency,
                                 progress=progress_bar(sys.stderr))
     finally:
-        factory.close()
+        built.close()
     comparison = compare(baseline, report) if baseline is not None else None
     failures = failed_gates(report, gates)
     if args.format == "json":

@@ -282,14 +282,14 @@ def run_experiment(
     """
     if not callable(evaluators):
         from ..config import Settings
-        from ..evaluators import configure_evaluators
+        from ..pipeline.build import evaluation
 
-        factory = configure_evaluators(Settings.load(evaluators=tuple(evaluators)))
+        built = evaluation(Settings.load(evaluators=tuple(evaluators)))
         try:
-            return run_experiment(dataset, task, case_evaluators(factory), concurrency=concurrency,
+            return run_experiment(dataset, task, case_evaluators(built.factory), concurrency=concurrency,
                                   tracer_provider=tracer_provider, progress=progress)
         finally:
-            factory.close()
+            built.close()
     evaluators_for = evaluators
     cases = load_dataset(dataset) if isinstance(dataset, (str, Path)) else list(dataset)
     if concurrency < 1:

@@ -1,10 +1,10 @@
 """AgentEvalProcessor: the one line a user adds to an existing TracerProvider.
 
-The hot path (``on_end``) follows the intake rule: keep a span if its trace
-already has kept spans (children end before their parents, so every ancestor
-of a GenAI span arrives after it), or if it carries GenAI data and its trace is
-admitted (``Pipeline.admit``: an adaptive trace-id ratio caps new traces per
-second); drop everything else at once. That is a few dict look-ups per span and
+The hot path (``on_end``) follows the intake rule (``intake/admission.py``): keep
+a span if its trace already has kept spans (children end before their parents, so
+every ancestor of a GenAI span arrives after it), or if it carries GenAI data and
+its trace is admitted (an adaptive trace-id ratio caps new traces per second);
+drop everything else at once. That is a few dict look-ups per span and
 never I/O, a lock or an exception into the app. All other work happens on
 background threads.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, NoOpLoggerProvider, get_logger_provider
@@ -22,13 +22,16 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry, start_http_server
 
-from ..config import Settings
-from ..evaluators import Evaluator, ToolExpectation, build_configured_evaluators
-from ..pipeline.core import Pipeline
-from ..pipeline.stats import PipelineStats, RunLabels
-from ..sinks.otel import OtelSink
-from ..sinks.prometheus import PrometheusSink
+from ..config import Settings, SettingsOverrides
+from ..evaluators import Evaluator, ToolExpectation
+from ..pipeline.build import build_pipeline
+from ..pipeline.core import at_fork_in_child
 from .logs import AgentEvalLogProcessor
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider as SDKLoggerProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from typing_extensions import Unpack
 
 _logger = logging.getLogger("otel_agent_eval")
 
@@ -37,46 +40,54 @@ class AgentEvalProcessor(SpanProcessor):
     """Evaluates a sample of completed agent traces in the background.
 
     ``AgentEvalProcessor()`` reads its settings from ``OTEL_AGENT_EVAL_*``
-    variables; keyword arguments (``sample_rate=0.25``, ``prometheus_port=9464``,
-    any ``Settings`` field) override them. Evaluation spans and log records go
-    to ``tracer_provider`` / ``logger_provider`` (default: the global ones);
-    metrics to ``registry`` (default: a private registry, served on
+    variables (or from ``env``); a ``settings`` object replaces them, and keyword
+    arguments (``sample_rate=0.25``, ``prometheus_port=9464``: any ``Settings``
+    field, see ``SettingsOverrides``) override either. Evaluation spans and log
+    records go to ``tracer_provider`` / ``logger_provider`` (default: the global
+    ones); metrics to ``registry`` (default: a private registry, served on
     ``prometheus_port`` when set); when none of them can show anything, the
     processor says so once, at startup. When a judge is configured
     (``OTEL_AGENT_EVAL_JUDGE_*``), the LLM-judge evaluators run too; their
     requests are spans on ``judge_tracer_provider`` when given, else not traced.
     Nothing an evaluator does is ever evaluated (``isolation.py``).
+
+    Contracts, as the SDK's span processors keep them:
+
+    - ``on_end`` never raises, takes no lock and does no I/O (``intake/admission.py``);
+    - ``force_flush`` completes every buffered trace and waits for its evaluation; it
+      returns False when the timeout passes first, and False once shut down;
+    - ``shutdown`` evaluates what is buffered within ``shutdown_timeout_seconds`` (or
+      ``timeout_millis``), counts the rest as dropped (``shutdown``), stops the
+      threads, closes the judge client and the ``/metrics`` server. It is idempotent:
+      a second call returns at once. After it, spans and log records are dropped and
+      counted (``spans_dropped{already_shutdown}``) and nothing is retained;
+    - after ``os.fork()`` the child has its own threads, locks, events, queues,
+      counters and judge client, and starts empty; the parent's ``/metrics`` server
+      stays the parent's.
     """
 
     def __init__(
         self,
         evaluators: Sequence[Evaluator] | None = None,
         *,
+        settings: Settings | None = None,
+        env: Mapping[str, str] | None = None,
         expectations: Sequence[ToolExpectation] | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         logger_provider: LoggerProvider | None = None,
         registry: CollectorRegistry | None = None,
         judge_tracer_provider: trace.TracerProvider | None = None,
-        settings: Settings | None = None,
-        env: Mapping[str, str] | None = None,
-        **overrides: Any,
+        **overrides: Unpack[SettingsOverrides],
     ) -> None:
-        self.settings = settings if settings is not None else Settings.load(env, **overrides)
+        self.settings = _settings(settings, env, overrides)
         s = self.settings
-        self.registry = registry if registry is not None else CollectorRegistry()
-        self.judge: Any = None
-        if evaluators is not None:
-            self.evaluators = list(evaluators)
-        else:
-            self.evaluators, self.judge = build_configured_evaluators(
-                s, list(expectations or ()), registry=self.registry, env=env, judge_tracer_provider=judge_tracer_provider
-            )
-        self.stats = PipelineStats()
-        run_labels = RunLabels(s.max_agent_labels, s.max_service_labels)
-        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, run_labels)]
-        if s.emit_spans or s.emit_logs:
-            sinks.append(OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans, emit_logs=s.emit_logs))
-        self.pipeline = Pipeline(s, self.evaluators, sinks, stats=self.stats, run_labels=run_labels)
+        self._built = build_pipeline(s, evaluators=evaluators, expectations=expectations, registry=registry,
+                                     tracer_provider=tracer_provider, logger_provider=logger_provider,
+                                     judge_tracer_provider=judge_tracer_provider, env=env)
+        self.registry = self._built.registry
+        self.pipeline = self._built.pipeline
+        self.stats = self.pipeline.stats
+        self.evaluators = self._built.evaluation.evaluators
         self.metrics_port: int | None = None
         self._metrics_server: Any = None
         if s.prometheus_port is not None:
@@ -88,7 +99,14 @@ class AgentEvalProcessor(SpanProcessor):
                 "global ones are not set, and no prometheus_port. Use install(provider, ...) or pass tracer_provider=, "
                 "logger_provider= or prometheus_port= (see the README, 'Use it in your app')."
             )
+        self._shutdown = False
+        at_fork_in_child(self._after_fork_in_child)
         self.pipeline.start()
+
+    @property
+    def judge(self) -> Any:
+        """The judge client the judge evaluators share (None without a judge)."""
+        return self._built.evaluation.judge
 
     # -- SpanProcessor ---------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -110,18 +128,40 @@ class AgentEvalProcessor(SpanProcessor):
         """
         return AgentEvalLogProcessor(self.pipeline.intake, self.pipeline.internal_error)
 
-    def shutdown(self) -> None:
-        self.pipeline.shutdown(timeout=self.settings.evaluator_timeout_seconds)
-        if self.judge is not None:
-            self.judge.close()
+    def shutdown(self, *, timeout_millis: int | None = None) -> None:
+        """Evaluate what is buffered (within ``timeout_millis``, default ``shutdown_timeout_seconds``), then stop.
+
+        Idempotent: the second call returns at once. See the class docstring for what is counted.
+        """
+        if self._shutdown:
+            return
+        self._shutdown = True
+        timeout = self.settings.shutdown_timeout_seconds if timeout_millis is None else timeout_millis / 1000.0
+        self._built.shutdown(timeout)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
             self._metrics_server = None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Complete every buffered trace now and wait for its evaluation (up to the timeout)."""
+        """Complete every buffered trace now and wait for its evaluation: True when done within the timeout.
+
+        False when the timeout passes first, and False once shut down (nothing can be flushed any more).
+        """
         return self.pipeline.flush(timeout_millis / 1000.0)
+
+    def _after_fork_in_child(self) -> None:
+        """The parent's ``/metrics`` server thread is not in the child: the child does not serve (nor stop) it."""
+        self._metrics_server = None
+
+
+def _settings(settings: Settings | None, env: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> Settings:
+    """``settings`` (else the environment), with ``overrides`` on top, validated again."""
+    if settings is None:
+        return Settings.load(env, **overrides)
+    if not overrides:
+        return settings
+    return Settings.load({}, **{**settings.model_dump(), **overrides})
 
 
 def _results_go_nowhere(
@@ -136,19 +176,28 @@ def _results_go_nowhere(
 
 
 def install(
-    tracer_provider: Any, logger_provider: Any | None = None, **kwargs: Any
+    tracer_provider: TracerProvider,
+    logger_provider: SDKLoggerProvider | None = None,
+    evaluators: Sequence[Evaluator] | None = None,
+    *,
+    settings: Settings | None = None,
+    env: Mapping[str, str] | None = None,
+    expectations: Sequence[ToolExpectation] | None = None,
+    registry: CollectorRegistry | None = None,
+    judge_tracer_provider: trace.TracerProvider | None = None,
+    **overrides: Unpack[SettingsOverrides],
 ) -> AgentEvalProcessor:
     """Attach an AgentEvalProcessor to ``tracer_provider`` and, when given, its log
     processor to ``logger_provider`` (for content recorded as log events).
 
     Evaluation spans and log records are emitted through the same providers
-    unless ``kwargs`` name others (``judge_tracer_provider=`` for the judge's own
-    request spans). Returns the processor (keep it for shutdown).
+    (``judge_tracer_provider=`` for the judge's own request spans); the other
+    arguments are ``AgentEvalProcessor``'s. Returns the processor (keep it for shutdown).
     """
-    kwargs.setdefault("tracer_provider", tracer_provider)
-    if logger_provider is not None:
-        kwargs.setdefault("logger_provider", logger_provider)
-    processor = AgentEvalProcessor(**kwargs)
+    processor = AgentEvalProcessor(
+        evaluators, settings=settings, env=env, expectations=expectations, tracer_provider=tracer_provider,
+        logger_provider=logger_provider, registry=registry, judge_tracer_provider=judge_tracer_provider, **overrides,
+    )
     tracer_provider.add_span_processor(processor)
     if logger_provider is not None:
         logger_provider.add_log_record_processor(processor.log_processor)

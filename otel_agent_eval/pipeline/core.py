@@ -86,7 +86,7 @@ class Pipeline:
         self.clock = clock
         self.log_once = LogOnce()
         self._init_state()
-        _register_fork_handler(self)
+        at_fork_in_child(self._after_fork_in_child)
 
     def _init_state(self) -> None:
         s = self.settings
@@ -280,21 +280,32 @@ class Pipeline:
 
     # -- fork ------------------------------------------------------------------
     def _after_fork_in_child(self) -> None:
-        """Threads do not survive fork(): start afresh in the child with empty state."""
+        """Threads do not survive fork(), and a lock a parent thread held stays held in the child: the child
+        starts afresh, with new counters, labels, locks, events, queues and threads (and no buffered traces,
+        which stay with the parent). A pipeline stopped in the parent stays stopped."""
         was_started = self._started and not self._stopping
+        was_stopped = self._stopping
+        self.stats.after_fork()
+        if isinstance(self.run_labels, RunLabels):
+            self.run_labels.after_fork()
+        self.log_once = LogOnce()
         self._init_state()
-        if was_started:
+        if was_stopped:
+            self._shutting_down = self._stopping = self.stages.stopping = True
+            self.intake.stop()
+        elif was_started:
             self.start()
 
 
-def _register_fork_handler(pipeline: Pipeline) -> None:
+def at_fork_in_child(method: Callable[[], None]) -> None:
+    """Call a bound ``method`` in the child after ``os.fork()``, for as long as its object lives (weakly held)."""
     if not hasattr(os, "register_at_fork"):
         return
-    ref = weakref.WeakMethod(pipeline._after_fork_in_child)
+    ref = weakref.WeakMethod(method)  # type: ignore[arg-type]
 
     def after_in_child() -> None:
-        method = ref()
-        if method is not None:
-            method()
+        bound = ref()
+        if bound is not None:
+            bound()
 
     os.register_at_fork(after_in_child=after_in_child)

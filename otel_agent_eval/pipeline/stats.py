@@ -98,6 +98,11 @@ class RunLabels:
     def __call__(self, trace: AgentTrace) -> tuple[str, str]:
         return self.agent(trace.agent_name), self.service(service_of(trace.metadata))
 
+    def after_fork(self) -> None:
+        """In a forked child: fresh locks (a parent thread may have held one at fork)."""
+        self.agent = AgentLabels(self.agent.limit)
+        self.service = AgentLabels(self.service.limit)
+
 
 class PipelineStats:
     """Every number the pipeline reports about itself."""
@@ -130,6 +135,10 @@ class PipelineStats:
         self.buffered_traces = 0
         self.buffered_bytes = 0
         self.admission_ratio = 1.0
+
+    def after_fork(self) -> None:
+        """In a forked child: every counter afresh, with fresh locks; whoever holds this object sees the new ones."""
+        self.__init__()  # type: ignore[misc]
 
     def spans_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
         counts = self.spans_dropped.snapshot()

@@ -53,7 +53,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ..config import Settings
-from ..evaluators import Evaluator, build_configured_evaluators
+from ..evaluators import Evaluator
 from ..formats.otlp import (
     LogRecordData,
     OTLPDecodeError,
@@ -63,12 +63,10 @@ from ..formats.otlp import (
     decode_traces_protobuf,
 )
 from ..intake.logs import CONTENT, classify_log
-from ..pipeline.core import Pipeline
-from ..pipeline.stats import PipelineStats, RunLabels
+from ..pipeline.build import build_pipeline
 from ..records import SpanRecord, event_name_of
-from ..sinks.otel import SCOPE_NAME, OtelSink
+from ..sinks.otel import SCOPE_NAME
 from ..sinks.otlp_export import ExportTally
-from ..sinks.prometheus import PrometheusSink
 from .export import otlp_providers
 from .metrics import ServerCollector, ServerStats
 from .otlp_grpc import grpc_server
@@ -152,10 +150,7 @@ class EvalServer:
         self.settings = settings if settings is not None else Settings.load()
         self.options = options or ServeOptions()
         s = self.settings
-        self.stats = PipelineStats()
         self.server_stats = ServerStats()
-        run_labels = RunLabels(s.max_agent_labels, s.max_service_labels)
-        self.registry = registry if registry is not None else CollectorRegistry()
         self.export_tally = ExportTally(on_failure=lambda n: self.stats.sink_errors.inc("otlp", amount=n))
         if tracer_provider is None and logger_provider is None:
             tracer_provider, logger_provider = otlp_providers(self.options.export_endpoint, self.options.export_protocol, s,
@@ -163,17 +158,12 @@ class EvalServer:
             self._own_providers = [p for p in (tracer_provider, logger_provider) if p is not None]
         else:
             self._own_providers = []
-        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, run_labels)]
-        if tracer_provider is not None or logger_provider is not None:
-            sinks.append(
-                OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans and tracer_provider is not None,
-                         emit_logs=s.emit_logs and logger_provider is not None)
-            )
-        self.exporting = len(sinks) > 1
-        self.judge: Any = None
-        if evaluators is None:
-            evaluators, self.judge = build_configured_evaluators(s, registry=self.registry)
-        self.pipeline = Pipeline(s, evaluators, sinks, stats=self.stats, run_labels=run_labels)
+        self._built = build_pipeline(s, evaluators=evaluators, registry=registry, tracer_provider=tracer_provider,
+                                     logger_provider=logger_provider, global_providers=False)
+        self.registry = self._built.registry
+        self.pipeline = self._built.pipeline
+        self.stats = self.pipeline.stats
+        self.exporting = self._built.exporting
         self.registry.register(ServerCollector(self))
         self.high_water = max(1, int(s.max_intake_spans * self.options.high_water))
         self._offer_lock = threading.Lock()
@@ -220,9 +210,7 @@ class EvalServer:
         if self._http is not None:
             self._http.stop(timeout=min(2.0, drain) + 1)
         # Keep a share of the deadline for exporting the last results.
-        flushed = self.pipeline.shutdown(timeout=max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
-        if self.judge is not None:
-            self.judge.close()
+        flushed = self._built.shutdown(max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
         for provider in self._own_providers:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
             provider.force_flush(remaining_ms)  # True whatever the exporter did: the tally says what was sent
@@ -245,6 +233,11 @@ class EvalServer:
             "spans_rejected": self.server_stats.spans_rejected.total(),
             "spans_dropped": {reason: n for (reason,), n in sorted(self.stats.spans_dropped_snapshot().items()) if n},
         }
+
+    @property
+    def judge(self) -> Any:
+        """The judge client the judge evaluators share (None without a judge)."""
+        return self._built.evaluation.judge
 
     # -- health ----------------------------------------------------------------
     @property
