@@ -147,9 +147,8 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
         env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge_server.base_url,
                "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion",
                "OTEL_AGENT_EVAL_JUDGE_CONCURRENCY": "2"}
-        provider = TracerProvider()
-        processor = AgentEvalProcessor(**{**quiet(), "env": env})
-        provider.add_span_processor(processor)
+        provider, logs = TracerProvider(), LoggerProvider()
+        processor = install(provider, logs, **{**quiet(), "env": env})
         sink = RecordingSink()
         processor.pipeline.sinks.append(sink)
         tracer = provider.get_tracer("app")
@@ -172,7 +171,10 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
                 os.close(read_end)
                 own = run_agent(tracer)
                 flushed = processor.force_flush(20_000)
+                with tracer.start_as_current_span("chat m") as chat:  # a content log record of a trace of its own
+                    logs.get_logger("app").emit(event_name="gen_ai.client.inference.operation.details", body={})
                 report = {
+                    "log_taken": chat.get_span_context().trace_id in processor.pipeline.intake.active,
                     "own": own, "flushed": flushed,
                     "phases": sorted((e.trace.trace_id, e.phase) for e in sink.evaluated),
                     "judged": [r.label for e in sink.evaluated for r in e.results if r.evaluator == "task_completion"],
@@ -209,7 +211,7 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
         assert processor.force_flush(20_000)
         provider.shutdown()
     assert status == 0, report
-    assert report["flushed"] and report["new_judge"] and report["judge_shared"]
+    assert report["flushed"] and report["new_judge"] and report["judge_shared"] and report["log_taken"]
     assert report["phases"] == [[report["own"], "deterministic"], [report["own"], "judge"]]
     assert report["judged"] == ["pass"]
     assert (report["evaluated"], report["judged_count"]) == (1, 1)  # the child's own counts, from zero

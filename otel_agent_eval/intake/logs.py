@@ -21,7 +21,7 @@ from ..records import LogRecordData, event_name_of
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadWriteLogRecord
 
-    from .admission import Intake
+    from ..pipeline.core import Pipeline
 
 OWN_EVENTS = frozenset({"gen_ai.evaluation.result"})
 CONTENT = "content"
@@ -58,18 +58,17 @@ class AgentEvalLogProcessor(LogRecordProcessor):
     flushed with their traces by the span processor's ``force_flush``).
     """
 
-    def __init__(self, intake: Intake, on_error: Any) -> None:
-        self.intake = intake
-        self.on_error = on_error
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline  # its intake is read per record: a forked child has a new one
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         try:
             record = log_record.log_record
             name = event_name_of(record.event_name, record.attributes)
             if classify_log(name, record.trace_id, record.span_id) == CONTENT:
-                self.intake.offer_log(log_record_data(record, name))
+                self.pipeline.intake.offer_log(log_record_data(record, name))
         except Exception:
-            self.on_error("on_emit", "otel-agent-eval: error in the log record processor")
+            self.pipeline.internal_error("on_emit", "otel-agent-eval: error in the log record processor")
 
     emit = on_emit  # older SDKs call emit()
 

@@ -126,7 +126,7 @@ class AgentEvalProcessor(SpanProcessor):
         Add it to the app's LoggerProvider when instrumentations record content as
         log events (event-only mode); ``install()`` does both in one call.
         """
-        return AgentEvalLogProcessor(self.pipeline.intake, self.pipeline.internal_error)
+        return AgentEvalLogProcessor(self.pipeline)
 
     def shutdown(self, *, timeout_millis: int | None = None) -> None:
         """Evaluate what is buffered (within ``timeout_millis``, default ``shutdown_timeout_seconds``), then stop.
