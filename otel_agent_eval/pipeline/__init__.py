@@ -1,6 +1,8 @@
-"""The background half: buffer -> completion (assemble, sample) -> evaluation stages -> sinks.
+"""The background half: buffer -> completion (assemble, flatten) -> sampling -> stages -> sinks.
 
-``buffer.py`` and ``waiting.py`` hold spans until their trace completes; ``sampling.py``
-admits traces and samples runs; ``core.py`` is the ``Pipeline`` that runs them on its
-threads; ``stats.py`` counts everything.
+``buffer.py`` holds spans until their trace completes; ``completion.py`` turns a completed
+trace into agent runs (pure); ``sampling.py`` admits traces and samples runs; ``workers.py``
+runs the evaluation stages and their watchdog; ``core.py`` is the ``Pipeline`` that owns
+them and its collector thread; ``stats.py`` counts everything; ``build.py`` is the one place
+that wires all of it from settings.
 """
