@@ -22,7 +22,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 }
 KNOWN_LARGE: set[str] = {
     "assembly/core.py",  # issue 15's assembly work owns it
-    "evaluators/judge/evaluators.py",  # the judge work owns it
 }
 
 

@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 
-from .limits import AnswerCache, CircuitBreaker, HourlyBudget, Reservation, TokenBucket, cache_key
+from .limits import (
+    AnswerCache,
+    CircuitBreaker,
+    HourlyBudget,
+    Reservation,
+    TokenBucket,
+    cache_key,
+)
 from .metrics import JudgeMetrics
 from .redaction import Redact, Redactor
 from .spans import judge_span, judge_tracer
