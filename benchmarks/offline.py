@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Offline benchmark: a large OTLP/JSON export to scores, ``otel-agent-eval evaluate`` vs ``agentevals-cli`` and ``multivon-eval``.
 
-1. Export: N agent runs (default 5,000) of the scripted agent (``scripted_agent.py``,
+1. Export: N agent runs (default 5,000) of the scripted agent (``cli/scripted_agent.py``,
    GenAI semconv spans through the real SDK: ``invoke_agent`` -> chat -> tool(s) ->
    chat, one run in ten with a failing tool and a retry), encoded with
    ``opentelemetry.exporter.otlp.proto.common.trace_encoder.encode_spans`` into one
@@ -122,7 +122,7 @@ def generate(path: Path, n: int) -> int:
         InMemorySpanExporter,
     )
 
-    from otel_agent_eval.scripted_agent import ScriptedAgent, ToolError, Turn
+    from otel_agent_eval.cli.scripted_agent import ScriptedAgent, ToolError, Turn
 
     flaky = {"n": 0}
 

@@ -31,7 +31,7 @@ from pathlib import Path
 READ_SCRIPT = r'''
 import resource, sys
 from otel_agent_eval.assemble import assemble
-from otel_agent_eval.offline import TraceGroups, read_traces
+from otel_agent_eval.cli.evaluate import TraceGroups, read_traces
 groups = TraceGroups(int(sys.argv[2]))
 traces = runs = 0
 for records in read_traces([sys.argv[1]], groups):

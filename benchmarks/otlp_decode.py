@@ -7,7 +7,7 @@ spans with message content, through the real SDK and its OTLP encoder), one
 side, alternating, in one process, best of ``--rounds``:
 
 - ``json.loads`` of every line (the floor the target is stated against);
-- ``otel_agent_eval.otlp.decode_traces_json`` of every line (the direct OTLP/JSON reader:
+- ``otel_agent_eval.formats.otlp.decode_traces_json`` of every line (the direct OTLP/JSON reader:
   parse + records), and the target, at most 2x the floor;
 - the previous path for comparison: hex ids rewritten to base64, then protobuf's
   ``json_format.ParseDict`` and the protobuf mapping;
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from otel_agent_eval import otlp_json
-    from otel_agent_eval.otlp import decode_traces_json, decode_traces_protobuf, spans_from_request
+    from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf, spans_from_request
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "runs.jsonl"

@@ -48,7 +48,7 @@ from otel_agent_eval.config import Settings
 from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
 from otel_agent_eval.evaluators.base import Evaluator, safe_evaluate
-from otel_agent_eval.pipeline import flatten
+from otel_agent_eval.pipeline.completion import flatten
 from otel_agent_eval.records import SpanEvent, SpanRecord
 
 TARGET_SPANS = 20

@@ -11,8 +11,8 @@ from .evaluators import (
     ToolExpectation,
     ToolFailureRecovery,
 )
+from .intake.processor import AgentEvalProcessor, install
 from .model import AgentStep, AgentTrace, EvalResult, TokenUsage, ToolCall
-from .processor import AgentEvalProcessor, install
 from .records import SpanRecord
 
 __all__ = [

@@ -8,19 +8,21 @@ setting (and its environment variable) and what is allowed.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-ENV_PREFIX = "OTEL_AGENT_EVAL_"
+from .config_base import (
+    ENV_PREFIX,
+    ConfigError,
+    comma_list,
+    load_model,
+    table_for,
+    threshold_values,
+)
 
 DEFAULT_EVALUATORS = ("tool_call_accuracy", "tool_failure_recovery", "loop_detection", "step_budget")
-
-
-class ConfigError(ValueError):
-    """A setting has a value that is not allowed."""
 
 
 class Settings(BaseModel):
@@ -52,6 +54,7 @@ class Settings(BaseModel):
     evaluators: tuple[str, ...] = Field(DEFAULT_EVALUATORS, description="Evaluators to run, comma separated: built-in and judge names, names installed packages register (entry points `otel_agent_eval.evaluators`), `module:Class` or `module:function`.")
     workers: int = Field(1, ge=1, le=64, description="Evaluation worker threads.")
     evaluator_timeout_seconds: float = Field(30.0, gt=0, description="An evaluator running longer yields an error result (timeout).")
+    shutdown_timeout_seconds: float = Field(30.0, ge=0, description="The processor's shutdown() evaluates what is buffered within this deadline, then counts the rest as dropped (shutdown); shutdown(timeout_millis=...) overrides it.")
     expectations_file: str | None = Field(None, description="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds (see README).")
     thresholds: dict[str, float] = Field(default_factory=dict, description="Per-evaluator pass thresholds, e.g. tool_call_accuracy=1.0,plan_quality=0.8 (or a JSON object); see README for the defaults.")
     loop_threshold: int = Field(3, ge=2, description="Same tool with identical arguments this many times is a loop.")
@@ -102,6 +105,47 @@ class Settings(BaseModel):
             )
 
 
+class SettingsOverrides(TypedDict, total=False):
+    """``Settings`` fields as keyword arguments (``AgentEvalProcessor(sample_rate=0.25)``): every field but
+    ``evaluators``, which names evaluators where the processor's first argument gives them as objects.
+    A test holds the keys equal to the fields."""
+
+    sample_rate: float
+    sample_errors: bool
+    sample_tool_failures: bool
+    slow_trace_seconds: float | None
+    max_evaluations_per_second: float
+    max_traces_per_second: float
+    settle_delay_seconds: float
+    idle_timeout_seconds: float
+    max_trace_age_seconds: float
+    max_intake_spans: int
+    max_buffered_traces: int
+    max_buffered_bytes: int
+    max_spans_per_trace: int
+    max_queued_evaluations: int
+    wait_for_trace_seconds: float
+    max_waiting_spans: int
+    max_waiting_bytes: int
+    workers: int
+    evaluator_timeout_seconds: float
+    shutdown_timeout_seconds: float
+    expectations_file: str | None
+    thresholds: dict[str, float] | str
+    loop_threshold: int
+    max_steps: int
+    max_conversations: int
+    max_turns_per_conversation: int
+    emit_spans: bool
+    emit_logs: bool
+    export_max_queued_spans: int
+    export_max_queued_log_records: int
+    prometheus_port: int | None
+    prometheus_host: str
+    max_agent_labels: int
+    max_service_labels: int
+
+
 def parse_thresholds(text: str) -> dict[str, Any]:
     """``"a=1.0,b=0.8"`` or a JSON object -> ``{"a": "1.0", "b": "0.8"}`` (values checked by ``check_thresholds``)."""
     text = text.strip()
@@ -123,93 +167,18 @@ def parse_thresholds(text: str) -> dict[str, Any]:
 
 
 def check_thresholds(thresholds: Any) -> dict[str, float]:
-    """Evaluator name -> threshold, each a known evaluator (built-in or judge) and within [0, 1]."""
-    from .evaluators import known_evaluator_names
+    """Evaluator name -> threshold, each a known evaluator (built-in, judge or installed) and within [0, 1]."""
+    from .evaluators.registry import known_evaluator_names
 
-    if not isinstance(thresholds, dict):
-        raise ValueError("expected a mapping of evaluator name to threshold")
-    known = known_evaluator_names()
-    out: dict[str, float] = {}
-    for name, raw in thresholds.items():
-        if name not in known:
-            raise ValueError(f"unknown evaluator {name!r}; allowed: {', '.join(sorted(known))}")
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: threshold {raw!r} is not a number") from None
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name}: threshold {value:g} is outside [0, 1]")
-        out[name] = value
-    return out
-
-
-def comma_list(value: Any) -> Any:
-    """``"a, b"`` (as environment variables give lists) -> ``("a", "b")``; other values as they are."""
-    if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    return value
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def load_model(
-    cls: type[M],
-    prefix: str,
-    env: Mapping[str, str] | None,
-    overrides: Mapping[str, Any],
-    *,
-    fallbacks: Mapping[str, str] | None = None,
-    secrets: tuple[str, ...] = (),
-) -> M:
-    """Validate field ``x`` from ``overrides``, else ``{prefix}X``, else a ``fallbacks``
-    variable, else its default. Errors name the argument or variable, never a secret's value."""
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for name in cls.model_fields:
-        for var in (prefix + name.upper(), (fallbacks or {}).get(name)):
-            raw = env.get(var) if var else None
-            if raw is not None and raw.strip() != "":
-                values[name] = raw.strip()
-                sources[name] = var  # type: ignore[assignment]
-                break
-    unknown = [k for k in overrides if k not in cls.model_fields]
-    if unknown:
-        raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}; allowed: {', '.join(cls.model_fields)}")
-    for name, value in overrides.items():
-        if value is not None:
-            values[name] = value
-            sources[name] = f"argument {name}"
-    try:
-        return cls(**values)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, prefix, sources, secrets)) from None
-
-
-def _describe(exc: ValidationError, prefix: str, sources: dict[str, str], secrets: tuple[str, ...]) -> str:
-    lines = []
-    for error in exc.errors():
-        name = str(error["loc"][0]) if error["loc"] else "?"
-        var = prefix + name.upper()
-        where = sources.get(name, var)
-        label = f"{where} ({var})" if where != var else var
-        shown = "***" if name in secrets else repr(error.get("input"))
-        lines.append(f"{label}: {error['msg']} (got {shown})")
-    return "invalid configuration: " + "; ".join(lines)
-
-
-def table_for(cls: type[BaseModel], prefix: str) -> str:
-    """A Markdown table of a settings model's variables, defaults and meanings."""
-    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
-    for name, field in cls.model_fields.items():
-        default = field.default if field.default_factory is None else field.default_factory()  # type: ignore[call-arg]
-        if isinstance(default, tuple):
-            default = ",".join(default)
-        rows.append(f"| `{prefix}{name.upper()}` | `{default}` | {field.description} |")
-    return "\n".join(rows)
+    return threshold_values(thresholds, known_evaluator_names())
 
 
 def settings_table() -> str:
     """The README's configuration table, generated from the fields (kept in sync by a test)."""
     return table_for(Settings, ENV_PREFIX)
+
+
+__all__ = [
+    "DEFAULT_EVALUATORS", "ENV_PREFIX", "ConfigError", "Settings", "SettingsOverrides", "check_thresholds", "comma_list", "load_model",
+    "parse_thresholds", "settings_table", "table_for",
+]

@@ -24,6 +24,7 @@ threads do not inherit it) nor the thread mark; its spans are an ordinary app's.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from collections import OrderedDict
@@ -86,6 +87,17 @@ class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_ru
             depth = _threads.pop(ident, 1) - 1
             if depth:
                 _threads[ident] = depth
+
+
+def _after_fork_in_child() -> None:
+    """The forked child's own lock (a parent thread may have held this one) and no evaluator running."""
+    global _lock
+    _lock = threading.Lock()
+    _threads.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def is_evaluator_telemetry(trace_id: int | None) -> bool:

@@ -8,6 +8,7 @@ replayed and compared.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -176,3 +177,22 @@ def result_id(
     """
     parts = (trace_id, span_id or "", evaluator, version, judge) + (("partial",) if partial else ())
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+Phase = Literal["deterministic", "judge"]
+
+
+@dataclass
+class EvaluatedTrace:
+    """What sinks receive: one agent trace, one phase's results, and how long each evaluator took.
+
+    A run is emitted once per phase: ``deterministic`` as soon as those
+    evaluators are done, ``judge`` when the judge evaluators are (if sampled).
+    """
+
+    trace: AgentTrace
+    results: list[EvalResult]
+    durations: dict[str, float]
+    started_ns: int
+    ended_ns: int
+    phase: Phase = "deterministic"

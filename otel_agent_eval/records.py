@@ -129,7 +129,7 @@ class LogRecordData:
     """One log record, reduced to what content joining needs.
 
     GenAI instrumentations in event-only mode put prompts and completions into log
-    records correlated to spans by ``trace_id`` / ``span_id`` (see ``logs.py``).
+    records correlated to spans by ``trace_id`` / ``span_id`` (see ``intake/logs.py``).
     """
 
     trace_id: int | None
@@ -138,6 +138,16 @@ class LogRecordData:
     event_name: str | None
     attributes: Mapping[str, Any] = field(default_factory=dict)
     body: Any = None
+
+
+def event_name_of(event_name: str | None, attributes: Mapping[str, Any] | None) -> str | None:
+    """A log record's event name, from the record field or (older SDKs) the ``event.name`` attribute."""
+    if event_name:
+        return event_name
+    if attributes:
+        value = attributes.get("event.name")
+        return str(value) if value else None
+    return None
 
 
 _SPAN_FIELDS = tuple(SpanRecord.__dataclass_fields__)

@@ -10,7 +10,7 @@ import os
 
 from opentelemetry import trace
 
-from otel_agent_eval.experiments import Case
+from otel_agent_eval.experiments.core import Case
 from otel_agent_eval.manual import agent_run
 
 BROKEN_CASES = "EXPERIMENT_BROKEN_CASES"

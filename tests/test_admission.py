@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import LoopDetection
-from otel_agent_eval.pipeline import Pipeline
+from otel_agent_eval.pipeline.core import Pipeline
 from otel_agent_eval.records import SpanRecord
-from otel_agent_eval.sampling import AdmissionRate, ratio_bound, trace_id_sampled
+from otel_agent_eval.pipeline.sampling import AdmissionRate, ratio_bound, trace_id_sampled
 from otel_agent_eval.sinks.prometheus import PrometheusSink
 
 from test_reliability import make_processor, run_agent
@@ -97,7 +97,7 @@ def test_pipeline_admits_about_the_configured_rate_and_keeps_admitted_traces_who
         for _ in range(10):
             before = pipeline.stats.traces_admitted.value
             for _ in range(100):
-                pipeline.offer_records(agent_run(rng.getrandbits(128)))
+                pipeline.intake.offer_records(agent_run(rng.getrandbits(128)))
                 sent += 1
             admitted_per_second[second] += pipeline.stats.traces_admitted.value - before
             clock.now += 0.1
@@ -127,32 +127,32 @@ def test_pipeline_admits_about_the_configured_rate_and_keeps_admitted_traces_who
 def test_decisions_hold_for_the_whole_trace_when_the_ratio_changes() -> None:
     pipeline = Pipeline(Settings.load(env={}, max_traces_per_second=100), [LoopDetection()])
     admitted_run, rejected_run = agent_run(0xA << 64), agent_run((0xB << 64) | (1 << 63))
-    pipeline.admission.bound = ratio_bound(0.5)  # admits low 64 bits < 2**63
-    pipeline.offer_records(admitted_run[:1])
-    pipeline.offer_records(rejected_run[:1])
+    pipeline.intake.admission.bound = ratio_bound(0.5)  # admits low 64 bits < 2**63
+    pipeline.intake.offer_records(admitted_run[:1])
+    pipeline.intake.offer_records(rejected_run[:1])
     assert len(pipeline.intake) == 1
     # the ratio falls to nothing: the admitted trace keeps its later spans
-    pipeline.admission.bound = 0
-    pipeline.offer_records(admitted_run[1:])
+    pipeline.intake.admission.bound = 0
+    pipeline.intake.offer_records(admitted_run[1:])
     # the ratio rises to all: the rejected trace does not come back half way through
-    pipeline.admission.bound = ratio_bound(1.0)
-    pipeline.offer_records(rejected_run[1:])
+    pipeline.intake.admission.bound = ratio_bound(1.0)
+    pipeline.intake.offer_records(rejected_run[1:])
     assert [r.span_id for r in pipeline.intake] == [r.span_id for r in admitted_run]
     assert (pipeline.stats.traces_admitted.value, pipeline.stats.traces_rejected.value) == (1, 1)
 
 
 def test_rejected_ids_are_forgotten_in_generations() -> None:
     pipeline = Pipeline(Settings.load(env={}, max_traces_per_second=100, max_buffered_traces=10), [LoopDetection()])
-    pipeline.admission.bound = 0
+    pipeline.intake.admission.bound = 0
     for trace_id in range(1, 101):  # 10 x max_buffered_traces: one generation
-        assert not pipeline.admit(trace_id)
+        assert not pipeline.intake.admit(trace_id)
     pipeline._collect_once()
-    assert len(pipeline.rejected_traces) == 0 and len(pipeline.rejected_earlier) == 100
-    assert not pipeline.admit(5)  # still remembered for one more generation
+    assert len(pipeline.intake.rejected) == 0 and len(pipeline.intake.rejected_earlier) == 100
+    assert not pipeline.intake.admit(5)  # still remembered for one more generation
     for trace_id in range(101, 201):
-        pipeline.admit(trace_id)
+        pipeline.intake.admit(trace_id)
     pipeline._collect_once()
-    assert 5 not in pipeline.rejected_earlier and 5 not in pipeline.rejected_traces
+    assert 5 not in pipeline.intake.rejected_earlier and 5 not in pipeline.intake.rejected
 
 
 def test_app_burst_through_the_sdk_is_admitted_at_the_cap_and_admitted_runs_are_whole() -> None:

@@ -276,7 +276,7 @@ def test_echoed_result_needs_the_same_tool_name_in_another_scope() -> None:
 def test_event_only_content_with_tuples_gives_the_same_steps_as_span_attributes() -> None:
     from types import MappingProxyType
 
-    from otel_agent_eval.logs import join_log_records
+    from otel_agent_eval.pipeline.completion import join_log_records
     from otel_agent_eval.records import LogRecordData
 
     def frozen(value):  # what the SDK / OTLP decoding hands over: tuples and read-only mappings

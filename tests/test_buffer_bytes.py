@@ -18,7 +18,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
-from otel_agent_eval.buffer import (
+from otel_agent_eval.pipeline.buffer import (
     ATTRIBUTE_COST,
     LOG_COST,
     RECORD_COST,
@@ -28,7 +28,7 @@ from otel_agent_eval.buffer import (
 )
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import LoopDetection
-from otel_agent_eval.pipeline import Pipeline
+from otel_agent_eval.pipeline.core import Pipeline
 from otel_agent_eval.records import LogRecordData, SpanEvent, SpanRecord, from_readable_span
 
 Drops = list[tuple[str, int]]
@@ -334,7 +334,7 @@ def test_pipeline_evicts_by_bytes_and_counts_buffer_full(sdk: tuple[trace.Tracer
     for seed in range(40):
         agent_run(tracer, seed)
     for span in holder.spans:
-        pipeline.offer(span)
+        pipeline.intake.offer_span(span)
     pipeline._collect_once()
     assert 0 < pipeline.buffer.bytes <= 200_000
     assert 0 < len(pipeline.buffer) < 40

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_agent_eval.demo import EXPECTATIONS, SCENARIOS
+from otel_agent_eval.cli.demo import EXPECTATIONS, SCENARIOS
 from test_otlp import to_otlp_json
 
 CLI = [sys.executable, "-m", "otel_agent_eval"]

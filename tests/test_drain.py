@@ -16,7 +16,8 @@ import time
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators.base import Evaluator
 from otel_agent_eval.model import AgentTrace, EvalResult
-from otel_agent_eval.pipeline import EvaluatedTrace, Pipeline
+from otel_agent_eval.model import EvaluatedTrace
+from otel_agent_eval.pipeline.core import Pipeline
 from otel_agent_eval.records import SpanRecord
 
 
@@ -79,7 +80,7 @@ def buffered_pipeline(traces: int, evaluators: list[Evaluator], **settings: obje
     pipeline.start()
     for t in range(1, traces + 1):
         root, genai = agent_run(t)
-        pipeline.offer_records([*genai, root])
+        pipeline.intake.offer_records([*genai, root])
     wait_for(lambda: pipeline.stats.buffered_traces == traces)
     return pipeline, sink
 
@@ -116,9 +117,9 @@ def test_a_root_that_arrives_before_its_genai_spans_is_adopted_and_completes_the
     pipeline.start()
     try:
         root, genai = agent_run(7)
-        pipeline.offer_records([root])  # the HTTP handler's batch first
-        wait_for(lambda: pipeline.stats.waiting_spans.total() == 0 and len(pipeline.waiting) == 1)
-        pipeline.offer_records(genai)  # then the agent's
+        pipeline.intake.offer_records([root])  # the HTTP handler's batch first
+        wait_for(lambda: pipeline.stats.waiting_spans.total() == 0 and len(pipeline.intake.waiting) == 1)
+        pipeline.intake.offer_records(genai)  # then the agent's
         wait_for(lambda: len(sink.trace_ids) == 1)
         assert pipeline.stats.traces_completed.snapshot() == {("root_ended",): 1}
         assert pipeline.stats.waiting_spans.snapshot() == {("adopted",): 1}
@@ -131,13 +132,13 @@ def test_waiting_spans_expire_and_are_evicted_by_their_bounds_and_counted() -> N
     s = Settings.load(env={}, max_traces_per_second=0, wait_for_trace_seconds=2, max_waiting_spans=3)
     pipeline = Pipeline(s, [], clock=lambda: now[0])  # not started: the intake alone
     for t in range(1, 6):
-        pipeline.offer_records([agent_run(t)[0]])  # five roots of unknown traces, one span each
-    assert len(pipeline.waiting) == 3
+        pipeline.intake.offer_records([agent_run(t)[0]])  # five roots of unknown traces, one span each
+    assert len(pipeline.intake.waiting) == 3
     assert pipeline.stats.waiting_spans.snapshot() == {("evicted",): 2}
     now[0] = 2.5
-    pipeline.offer_records([agent_run(9)[0]])
+    pipeline.intake.offer_records([agent_run(9)[0]])
     assert pipeline.stats.waiting_spans.snapshot() == {("evicted",): 2, ("expired",): 3}
-    assert len(pipeline.waiting) == 1
+    assert len(pipeline.intake.waiting) == 1
 
 
 def test_spans_offered_after_shutdown_are_counted_not_left_in_the_intake() -> None:
@@ -146,6 +147,6 @@ def test_spans_offered_after_shutdown_are_counted_not_left_in_the_intake() -> No
     pipeline.start()
     assert pipeline.shutdown(timeout=5)
     root, genai = agent_run(3)
-    pipeline.offer_records([*genai, root])  # a request that was still being read when the drain ended
+    pipeline.intake.offer_records([*genai, root])  # a request that was still being read when the drain ended
     assert len(pipeline.intake) == 0
-    assert pipeline.stats.spans_dropped.get("shutdown") == 3
+    assert pipeline.stats.spans_dropped_snapshot()[("already_shutdown",)] == 3

@@ -37,7 +37,7 @@ from otel_agent_eval.evaluators import build_configured_evaluators
 from otel_agent_eval.evaluators.base import safe_evaluate
 from otel_agent_eval.isolation import EvaluationRun, evaluation_run, is_evaluator_telemetry
 from otel_agent_eval.records import OWN_SCOPE
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from tests.conftest import Telemetry, make_logging
 from tests.frameworks.harness import RecordingSink
 

@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry
 
 from tests.openai_server import FakeOpenAI, answer
 from otel_agent_eval import AgentEvalProcessor, EvalResult
-from otel_agent_eval.pipeline import EvaluatedTrace
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.model import EvaluatedTrace
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from test_otlp import to_otlp_json
 
 FACTS = [

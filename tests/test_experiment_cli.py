@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from otel_agent_eval.demo import EXPECTATIONS
-from otel_agent_eval.stats_ci import two_proportion_test, wilson_interval
+from otel_agent_eval.cli.demo import EXPECTATIONS
+from otel_agent_eval.experiments.stats_ci import two_proportion_test, wilson_interval
 from tests.experiment_tasks import BROKEN_CASES
 from tests.openai_server import answer, question_ids
 from tests.test_cli import CLI, export_demo_traces

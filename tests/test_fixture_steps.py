@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import assemble
-from otel_agent_eval.langfuse import load_attribute_map, load_langfuse_export
+from otel_agent_eval.formats.langfuse import load_attribute_map, load_langfuse_export
 from otel_agent_eval.model import AgentTrace
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "genai-traces"

@@ -46,9 +46,8 @@ import pytest
 from otel_agent_eval import AgentTrace, ToolExpectation, assemble
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import build_evaluators
-from otel_agent_eval.logs import join_log_records
-from otel_agent_eval.offline import evaluate_records, read_files
-from otel_agent_eval.otlp import decode_logs_protobuf, decode_traces_protobuf
+from otel_agent_eval.pipeline.completion import join_log_records
+from otel_agent_eval.formats.otlp import decode_logs_protobuf, decode_traces_protobuf
 from otel_agent_eval.records import LogRecordData, SpanRecord
 from tests.frameworks.fidelity import ADK, by_param, fidelity
 from tests.frameworks.harness import (
@@ -64,6 +63,7 @@ from tests.frameworks.harness import (
     trace,
 )
 from tests.frameworks.venvs import framework_python
+from tests.offline_reference import evaluate_records, read_files
 from tests.openai_server import FakeOpenAI, RecordedRequest, scripted, text, tool_calls
 
 RUNNER = Path(__file__).parent / "frameworks" / "adk_run.py"

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import AgentTrace, assemble
-from otel_agent_eval.cli import main
+from otel_agent_eval.cli.main import main
 from tests.frameworks import crewai_scenarios as sc
 from tests.frameworks.fidelity import CREWAI, by_param, fidelity
 from tests.frameworks.harness import (

@@ -6,7 +6,7 @@ process.
 LlamaIndex's OpenAI LLM needs ``openai`` 2.x and the main test venv has 3.x, so the framework runs
 in its own venv (``tests/frameworks/venvs.py``, ``tests/frameworks/envs/llamaindex.txt``) as a
 subprocess (``tests/frameworks/llamaindex_run.py``) that writes its spans to an OTLP protobuf file,
-read back here with ``otel_agent_eval.otlp.read_trace_file``.
+read back here with ``otel_agent_eval.formats.otlp.read_trace_file``.
 
 OpenInference tree (all CHAIN unless said): ``AgentWorkflow.run`` / ``ReActAgent.run`` (the root:
 ``input.value`` the workflow's start state, ``output.value`` a truncated Python repr of its
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import AgentTrace, TokenUsage, assemble
-from otel_agent_eval.cli import main
+from otel_agent_eval.cli.main import main
 from tests.frameworks import llamaindex_scenarios as sc
 from tests.frameworks.fidelity import LLAMAINDEX_FUNCTION, LLAMAINDEX_REACT, fidelity
 from tests.frameworks.harness import (

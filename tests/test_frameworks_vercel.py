@@ -32,8 +32,8 @@ import pytest
 
 from otel_agent_eval import AgentTrace, ToolCall
 from otel_agent_eval.config import Settings
-from otel_agent_eval.pipeline import EvaluatedTrace
-from otel_agent_eval.server import EvalServer, ServeOptions
+from otel_agent_eval.model import EvaluatedTrace
+from otel_agent_eval.serve.server import EvalServer, ServeOptions
 from tests.frameworks import vercel_scenarios as sc
 from tests.frameworks.fidelity import VERCEL, by_param, fidelity
 from tests.frameworks.harness import RecordingSink, assert_traces, call, hex_span, step, trace

@@ -14,7 +14,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval.config import Settings
-from otel_agent_eval.server import EvalServer, ServeOptions
+from otel_agent_eval.serve.server import EvalServer, ServeOptions
 from tests.openai_server import FakeOpenAI, slow
 from tests.test_cli import CLI, export_demo_traces
 from tests.test_server_helpers import SCENARIOS, Receiver, run_scenarios, wait_for

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from otel_agent_eval import AgentEvalProcessor
 from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion, TrajectoryEfficiency
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from tests.openai_server import FakeOpenAI, answer, slow, status
 from tests.test_judge_server import Judge, weather_trace
 from tests.test_judge_units import big_trace

@@ -18,11 +18,11 @@ from otel_agent_eval.evaluators.judge import (
     AgentMemoryEval, JudgeClient, JudgeSettings, PlanQuality, PriorTurn, ResponseFacts, StepFaithfulness, TaskCompletion,
     ToolArgumentAccuracy, ToolCallNecessity,
 )
-from otel_agent_eval.evaluators.judge.evaluators import MAX_ITEM_QUESTIONS
+from otel_agent_eval.evaluators.judge.base import MAX_ITEM_QUESTIONS
 from otel_agent_eval.evaluators.judge.redaction import Redactor
 from otel_agent_eval.evaluators.judge.render import REDACT_MARGIN, RecordFields, encode, inline
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from tests.openai_server import FakeOpenAI, answer
 
 START, END = "=== AGENT RUN RECORD ===", "=== END OF RECORD ==="

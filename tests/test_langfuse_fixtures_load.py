@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_agent_eval.langfuse import iso_to_unix_nano, load_attribute_map, load_langfuse_export
+from otel_agent_eval.formats.langfuse import iso_to_unix_nano, load_attribute_map, load_langfuse_export
 from otel_agent_eval.records import SpanRecord
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "genai-traces"

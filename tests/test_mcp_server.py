@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from otel_agent_eval.mcp_server import ingest, tool_call_accuracy  # noqa: E402
+from otel_agent_eval.cli.mcp_server import ingest, tool_call_accuracy  # noqa: E402
 from tests.test_manual_tracing import record_refund  # noqa: E402
 from tests.test_otlp import to_otlp_json  # noqa: E402
 

@@ -28,18 +28,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from test_otlp import to_otlp_json
 
 from otel_agent_eval.config import Settings
-from otel_agent_eval.demo import SCENARIOS
+from otel_agent_eval.cli.demo import SCENARIOS
 from otel_agent_eval.evaluators import build_evaluators as _build
-from otel_agent_eval.offline import (
+from otel_agent_eval.cli.evaluate import (
     TraceGroups,
     budget_share,
     evaluate_files,
-    evaluate_records,
-    read_files,
     read_traces,
     split_files,
 )
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from tests.offline_reference import evaluate_records, read_files
 
 CLI = [sys.executable, "-m", "otel_agent_eval"]
 

@@ -38,7 +38,7 @@ from opentelemetry.trace import (  # noqa: E402
     TraceFlags,
 )
 
-from otel_agent_eval.otlp import (  # noqa: E402
+from otel_agent_eval.formats.otlp import (  # noqa: E402
     LogRecordData,
     OTLPDecodeError,
     decode_logs_json,

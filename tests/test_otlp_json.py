@@ -13,7 +13,7 @@ pytest.importorskip("opentelemetry.proto")
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 
-from otel_agent_eval.otlp import OTLPDecodeError, decode_traces_json, spans_from_request  # noqa: E402
+from otel_agent_eval.formats.otlp import OTLPDecodeError, decode_traces_json, spans_from_request  # noqa: E402
 from tests.test_otlp import to_otlp_json  # noqa: E402
 
 scalars = st.one_of(

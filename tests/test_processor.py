@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator
 from otel_agent_eval.evaluators import LoopDetection
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
 AGENT = ScriptedAgent("calc", {"add": lambda a, b: a + b})
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]

@@ -50,7 +50,7 @@ from otel_agent_eval import (  # noqa: E402
 )
 from otel_agent_eval.evaluators import BUILTIN_EVALUATORS  # noqa: E402
 from otel_agent_eval.model import result_id  # noqa: E402
-from otel_agent_eval.pipeline import EvaluatedTrace  # noqa: E402
+from otel_agent_eval.model import EvaluatedTrace  # noqa: E402
 from tests.frameworks import harness  # noqa: E402
 from tests.frameworks.fidelity import PYDANTIC_AI, by_param, fidelity  # noqa: E402
 from tests.frameworks.harness import hex_span, hex_trace  # noqa: E402
@@ -617,7 +617,7 @@ def test_prometheus_pipeline_samples(run: Run, metric_samples: Callable[..., Any
     assert m.value("agent_eval_spans_kept_total") == framework_spans
     assert m.value("agent_eval_late_spans_total") == 0.0
     assert m.value("agent_eval_processor_errors_total") == 0.0
-    assert m.by_labels("agent_eval_spans_dropped_total", "reason") == {("intake_full",): 0.0}
+    assert m.by_labels("agent_eval_spans_dropped_total", "reason") == {("intake_full",): 0.0, ("already_shutdown",): 0.0}
     completed = m.by_labels("agent_eval_traces_completed_total", "reason")
     # Flushed right after the runs: each trace completes by its root (settle delay passed) or by the flush.
     assert set(completed) <= {("root_ended",), ("flush",)}, completed

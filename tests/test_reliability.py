@@ -27,9 +27,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, assemble
 from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolFailureRecovery
-from otel_agent_eval.pipeline import EvaluatedTrace
+from otel_agent_eval.model import EvaluatedTrace
 from otel_agent_eval.records import SpanRecord
-from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
 AGENT = ScriptedAgent("calc", {"add": lambda a, b: a + b})
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]
@@ -132,7 +132,7 @@ def test_flood_of_100k_traces_stays_within_bounds_counts_every_drop_and_never_bl
             spans_sent += chats + 1
             if i % 250 == 0:
                 for key, size in (("intake", len(pipeline.intake)), ("buffer", len(pipeline.buffer)),
-                                  ("queue", len(pipeline._queue)), ("active", len(pipeline.active_traces)),
+                                  ("queue", len(pipeline._queue)), ("active", len(pipeline.intake.active)),
                                   ("completed_ids", len(pipeline.buffer._completed))):
                     peaks[key] = max(peaks[key], size)
         # the app got through 100k traces while the worker never returned
@@ -255,7 +255,7 @@ SIGTERM_APP = textwrap.dedent('''
     """An app that owns a TracerProvider with AgentEvalProcessor and drains it on SIGTERM.
 
     What the app must do: install a SIGTERM handler that calls provider.shutdown() (which
-    shuts the processor down: evaluate what it can within evaluator_timeout_seconds, count
+    shuts the processor down: evaluate what it can within shutdown_timeout_seconds, count
     the rest as dropped 'shutdown'). Python's default SIGTERM action kills the process at
     once, without running atexit hooks, so nothing would be drained.
     """
@@ -264,7 +264,7 @@ SIGTERM_APP = textwrap.dedent('''
     from prometheus_client import CollectorRegistry
     from otel_agent_eval import AgentEvalProcessor, Evaluator
     from otel_agent_eval.evaluators import LoopDetection
-    from otel_agent_eval.scripted_agent import ScriptedAgent, Turn
+    from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
     class Slow(Evaluator):
         name = "slow"
@@ -275,7 +275,7 @@ SIGTERM_APP = textwrap.dedent('''
     provider = TracerProvider()
     processor = AgentEvalProcessor([Slow(), LoopDetection()], registry=CollectorRegistry(), env={},
                                    settle_delay_seconds=0, max_evaluations_per_second=0, emit_spans=False,
-                                   emit_logs=False, evaluator_timeout_seconds=1.0, max_queued_evaluations=1000)
+                                   emit_logs=False, shutdown_timeout_seconds=1.0, max_queued_evaluations=1000)
     provider.add_span_processor(processor)
 
     def on_sigterm(signum, frame):
@@ -303,7 +303,9 @@ def test_sigterm_during_evaluation_drains_or_counts_every_buffered_trace(tmp_pat
     n = 40  # 40 runs x 0.1 s of evaluation: far more than the 1 s shutdown allows
     script = tmp_path / "app.py"
     script.write_text(SIGTERM_APP.replace("range(N)", f"range({n})"))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout's package, not an installed one
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": here})
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "READY"
@@ -540,7 +542,7 @@ def test_hostile_spans_through_the_processor_each_end_with_an_outcome() -> None:
     provider, processor, sink = make_processor()
     cases = hostile_traces()
     for spans in cases.values():
-        processor.pipeline.offer_records(spans)
+        processor.pipeline.intake.offer_records(spans)
     assert processor.force_flush(60_000)
     provider.shutdown()
     stats = processor.stats

@@ -9,11 +9,11 @@ from opentelemetry.sdk.trace.sampling import Decision as SdkDecision
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
 from otel_agent_eval import AgentTrace, ConfigError, Settings, ToolCall
-from otel_agent_eval.buffer import TraceBuffer
+from otel_agent_eval.pipeline.buffer import TraceBuffer
 from otel_agent_eval.config import settings_table
 from otel_agent_eval.model import AgentStep
 from otel_agent_eval.records import SpanRecord
-from otel_agent_eval.sampling import Sampler, TokenBucket, trace_id_sampled
+from otel_agent_eval.pipeline.sampling import Sampler, TokenBucket, trace_id_sampled
 
 
 class FakeClock:

@@ -338,7 +338,7 @@ def test_sigterm_with_no_drain_time_counts_the_loss(tmp_path: Path, servers: lis
 
 
 def test_draining_server_refuses_with_503(tmp_path: Path, servers: list) -> None:
-    from otel_agent_eval.server import EvalServer, ServeOptions
+    from otel_agent_eval.serve.server import EvalServer, ServeOptions
 
     from otel_agent_eval.config import Settings
 
@@ -368,7 +368,7 @@ def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
     import socket
 
     from otel_agent_eval.config import Settings
-    from otel_agent_eval.server import EvalServer, ServeOptions
+    from otel_agent_eval.serve.server import EvalServer, ServeOptions
 
     server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
                                                             max_http_connections=2, http_idle_seconds=0.5))

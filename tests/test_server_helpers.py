@@ -33,8 +33,8 @@ from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
 import otel_agent_eval
-from otel_agent_eval.demo import SCENARIOS, Scenario
-from otel_agent_eval.otlp import any_value_to_python, attributes_to_dict
+from otel_agent_eval.cli.demo import SCENARIOS, Scenario
+from otel_agent_eval.formats.otlp import any_value_to_python, attributes_to_dict
 
 EXPECTATIONS = [
     {"agent": "weather-agent", "expected_tools": ["get_weather"]},

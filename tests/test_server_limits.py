@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from otel_agent_eval.config import Settings
-from otel_agent_eval.server import EvalServer, ServeOptions
+from otel_agent_eval.serve.server import EvalServer, ServeOptions
 
 LIMIT = 64 * 1024
 HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"

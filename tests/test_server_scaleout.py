@@ -166,7 +166,7 @@ def test_three_replicas_one_stopped_and_restarted_mid_stream_each_trace_evaluate
         # finished in time), or, for a request that was already being read when the drain began, its spans
         # refused in a partial-success answer (spans_rejected) or dropped after the drain (spans_dropped).
         unaccounted = {t for t in sent if t not in by_trace} - router.failed_traces
-        refused = sum(r["spans_rejected"] + r["spans_dropped"].get("shutdown", 0) for r in reports.values())
+        refused = sum(r["spans_rejected"] + r["spans_dropped"].get("already_shutdown", 0) for r in reports.values())
         assert len(unaccounted) <= refused, ([format(t, "032x") for t in unaccounted], reports)
         for name, report in reports.items():
             assert report["drained"] is True and report["dropped_shutdown"] == 0 and report["exported"] is True, (name, report)

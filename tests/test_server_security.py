@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from otel_agent_eval.cli import build_parser
+from otel_agent_eval.cli.main import build_parser
 from tests.test_server_helpers import ServerProcess, wait_for
 
 TOKEN = "s3cret-token"

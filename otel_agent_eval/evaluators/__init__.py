@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..config_base import threshold_values
 from ..model import AgentTrace
 from .arguments import ToolArgumentValidity
 from .base import Evaluator
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
+from .registry import BUILTIN_EVALUATORS, known_evaluator_names
 from .tool_calls import ToolCallAccuracy, ToolFailureRecovery
 from .trajectory import LoopDetection, StepBudget
 
@@ -20,24 +22,14 @@ if TYPE_CHECKING:
     from ..config import Settings
     from .judge import JudgeClient
 
-BUILTIN_EVALUATORS: dict[str, type[Evaluator]] = {
-    cls.name: cls for cls in (ToolCallAccuracy, ToolFailureRecovery, LoopDetection, StepBudget, ToolArgumentValidity)
-}
-
-
-def known_evaluator_names() -> set[str]:
-    """Built-in, judge and installed (entry-point) evaluator names: what thresholds may be set for."""
-    from .judge.evaluators import JUDGE_EVALUATORS
-    from .registry import entry_point_names
-
-    return set(BUILTIN_EVALUATORS) | set(JUDGE_EVALUATORS) | entry_point_names()
-
-
 def expectation_rules(settings: Settings, expectations: Sequence[ToolExpectation] | None = None) -> list[ToolExpectation]:
-    """Rules given in code, then those of ``settings.expectations_file``."""
+    """Rules given in code, then those of ``settings.expectations_file``; their thresholds name known evaluators."""
     rules = list(expectations or [])
     if settings.expectations_file:
         rules.extend(load_expectations(settings.expectations_file))
+    known = known_evaluator_names() if any(rule.thresholds for rule in rules) else ()
+    for rule in rules:
+        threshold_values(rule.thresholds, known)
     return rules
 
 
@@ -102,7 +94,7 @@ class EvaluatorFactory:
     def build(self, rules: Sequence[ToolExpectation] = (), *, reference: str | None = None) -> list[Evaluator]:
         """The evaluators, with ``rules`` ahead of the configured ones (a dataset case's rule) and
         ``reference``, an expected output, for task_completion."""
-        from ..config import ENV_PREFIX, ConfigError
+        from ..config_base import ENV_PREFIX, ConfigError
         from .registry import UnknownEvaluator, entry_point_names, resolve
 
         entry_points = entry_point_names()
@@ -125,7 +117,7 @@ class EvaluatorFactory:
     def _builtin(self, name: str, rules: list[ToolExpectation], reference: str | None) -> list[Evaluator]:
         if name in BUILTIN_EVALUATORS:
             return [_builtin(name, self.settings, rules, self.thresholds)]
-        from ..config import ENV_PREFIX
+        from ..config_base import ENV_PREFIX
         from .judge import build_judge_evaluators
         from .registry import UnknownEvaluator
 
@@ -151,7 +143,7 @@ def configure_evaluators(
 ) -> EvaluatorFactory:
     """The one place that turns settings into an ``EvaluatorFactory``: rules, thresholds and,
     when a judge is configured (``OTEL_AGENT_EVAL_JUDGE_*``, see docs/judge.md), its client."""
-    from ..config import ENV_PREFIX, ConfigError
+    from ..config_base import ENV_PREFIX, ConfigError
     from .judge import JudgeSettings
 
     factory = EvaluatorFactory(settings, expectation_rules(settings, expectations), {**settings.thresholds, **(thresholds or {})})

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..assembly.dialects.base import canonical_json
+from ..config_base import threshold_values
 from ..model import AgentTrace, ToolCall
 
 
@@ -75,9 +76,7 @@ class ToolExpectation(BaseModel):
     @field_validator("thresholds")
     @classmethod
     def _thresholds(cls, value: dict[str, float]) -> dict[str, float]:
-        from ..config import check_thresholds
-
-        return check_thresholds(value)
+        return threshold_values(value)  # names are checked against the registry in ``expectation_rules``
 
     @property
     def about_tool_calls(self) -> bool:

@@ -17,9 +17,16 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from .arguments import ToolArgumentValidity
 from .base import Evaluator
+from .tool_calls import ToolCallAccuracy, ToolFailureRecovery
+from .trajectory import LoopDetection, StepBudget
 
 ENTRY_POINT_GROUP = "otel_agent_eval.evaluators"
+
+BUILTIN_EVALUATORS: dict[str, type[Evaluator]] = {
+    cls.name: cls for cls in (ToolCallAccuracy, ToolFailureRecovery, LoopDetection, StepBudget, ToolArgumentValidity)
+}
 
 
 class UnknownEvaluator(ValueError):
@@ -45,8 +52,6 @@ def _needs_judge(target: Any) -> bool:
 
 
 def _builtins() -> dict[str, type[Evaluator]]:
-    from . import BUILTIN_EVALUATORS
-
     return dict(BUILTIN_EVALUATORS)
 
 
@@ -58,6 +63,11 @@ def _judge_builtins() -> dict[str, type[Evaluator]]:
 
 def _entry_points() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_evaluator_names() -> set[str]:
+    """Built-in, judge and installed (entry-point) evaluator names: what thresholds may be set for."""
+    return set(_builtins()) | set(_judge_builtins()) | entry_point_names()
 
 
 def entry_point_names() -> set[str]:

@@ -30,8 +30,7 @@ from opentelemetry._logs import LogRecord, LoggerProvider, SeverityNumber, get_l
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from ..metadata import SERVICE_NAME
-from ..model import EvalResult
-from ..pipeline import EvaluatedTrace
+from ..model import EvalResult, EvaluatedTrace
 from ..records import OWN_SCOPE
 from .fit import fit_json
 

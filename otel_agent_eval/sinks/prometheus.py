@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..pipeline import EvaluatedTrace
-from ..stats import PipelineStats, RunLabels
+from ..model import EvaluatedTrace
+from ..pipeline.stats import PipelineStats, RunLabels
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0)
@@ -71,7 +71,7 @@ class PipelineCollector(Collector):
         yield _counter("agent_eval_late_spans", "Spans that arrived after their trace was completed (dropped)", s.late_spans.value)
         yield _counter("agent_eval_processor_errors", "Internal errors caught so the app never sees them", s.processor_errors.value)
         yield _labelled("agent_eval_spans_dropped", "Spans dropped, by reason", ["reason"], s.spans_dropped_snapshot())
-        yield _labelled("agent_eval_log_records_dropped", "GenAI log records dropped, by reason", ["reason"], s.log_records_dropped.snapshot())
+        yield _labelled("agent_eval_log_records_dropped", "GenAI log records dropped, by reason", ["reason"], s.log_records_dropped_snapshot())
         yield _labelled(
             "agent_eval_waiting_spans",
             "Non-GenAI spans of traces not yet known that waited for their trace (records intake), by how they left: "

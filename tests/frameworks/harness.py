@@ -11,9 +11,11 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agent_eval import AgentStep, AgentTrace, TokenUsage, ToolCall, assemble
-from otel_agent_eval.logs import event_name_of, join_log_records, log_record_data
+from otel_agent_eval.intake.logs import log_record_data
+from otel_agent_eval.pipeline.completion import join_log_records
+from otel_agent_eval.records import event_name_of
 from otel_agent_eval.metadata import RESOURCE_KEYS, resource_metadata
-from otel_agent_eval.pipeline import EvaluatedTrace
+from otel_agent_eval.model import EvaluatedTrace
 from otel_agent_eval.records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span
 
 

@@ -68,7 +68,7 @@ def run_in_venv(python: Path, runner: Path, script: dict[str, Any], out: Path, *
     in its virtualenv against a scripted local model server. Returns the ``output`` the runner printed
     last (JSON), the spans it wrote to ``out`` (OTLP protobuf) in start order, and the requests the
     server received. The run must succeed and the server must have seen only what it was scripted for."""
-    from otel_agent_eval.otlp import read_trace_file
+    from otel_agent_eval.formats.otlp import read_trace_file
     from tests.openai_server import scripted
 
     scenario, *rest = args

@@ -13,10 +13,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .client import REASONS, BudgetExhausted, JudgeClient, JudgeError, JudgeReply, suppress_instrumentation
+from .base import JudgeEvaluator
+from .client import (
+    REASONS,
+    BudgetExhausted,
+    JudgeClient,
+    JudgeError,
+    JudgeReply,
+    suppress_instrumentation,
+)
 from .evaluators import (
-    JUDGE_EVALUATORS, AgentMemoryEval, JudgeEvaluator, PlanQuality, PriorTurn, ResponseFacts, StepFaithfulness,
-    TaskCompletion, ToolArgumentAccuracy, ToolCallNecessity, TrajectoryEfficiency,
+    JUDGE_EVALUATORS,
+    AgentMemoryEval,
+    PlanQuality,
+    PriorTurn,
+    ResponseFacts,
+    StepFaithfulness,
+    TaskCompletion,
+    ToolArgumentAccuracy,
+    ToolCallNecessity,
+    TrajectoryEfficiency,
 )
 from .metrics import JudgeMetrics
 from .qag import Question
@@ -24,7 +40,6 @@ from .redaction import Redactor
 from .render import JudgeView, render_trace
 from .schema_check import check_call, tool_schemas
 from .settings import DEFAULT_JUDGE_EVALUATORS, JudgeSettings, ModelPrice
-
 
 
 def build_judge_evaluators(

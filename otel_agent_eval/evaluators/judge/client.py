@@ -23,15 +23,24 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 
-from .limits import AnswerCache, CircuitBreaker, HourlyBudget, Reservation, TokenBucket, cache_key
+from .limits import (
+    AnswerCache,
+    CircuitBreaker,
+    HourlyBudget,
+    Reservation,
+    TokenBucket,
+    cache_key,
+)
 from .metrics import JudgeMetrics
 from .redaction import Redact, Redactor
-from .settings import JudgeSettings
 from .spans import judge_span, judge_tracer
+
+if TYPE_CHECKING:
+    from .settings import JudgeSettings
 
 REASONS = (
     "judge_unavailable",       # connection refused, DNS, 5xx after retries, unexpected client failure

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ...config import ConfigError, comma_list, load_model, table_for
+from ...config_base import ConfigError, comma_list, load_model, table_for
 
 JUDGE_PREFIX = "OTEL_AGENT_EVAL_JUDGE_"
 

@@ -23,8 +23,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .metadata import resource_metadata
-from .records import STATUS_ERROR, STATUS_UNSET, SpanRecord
+from ..metadata import resource_metadata
+from ..records import STATUS_ERROR, STATUS_UNSET, SpanRecord
 
 __all__ = ["content_attribute_keys", "load_attribute_map", "load_langfuse_export"]
 

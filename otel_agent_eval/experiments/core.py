@@ -31,12 +31,12 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .assembly import assemble
-from .evaluators.base import Evaluator, safe_evaluate
-from .evaluators.tool_calls import ToolExpectation
-from .model import LABELS, EvalResult
-from .pipeline import flatten
-from .records import OWN_SCOPE, from_readable_span
+from ..assembly import assemble
+from ..evaluators.base import Evaluator, safe_evaluate
+from ..evaluators.tool_calls import ToolExpectation
+from ..model import LABELS, EvalResult
+from ..pipeline.completion import flatten
+from ..records import OWN_SCOPE, from_readable_span
 from .stats_ci import Gate, Interval, two_proportion_test, wilson_interval
 
 CASE_ID_KEY = "experiment.case_id"
@@ -281,15 +281,15 @@ def run_experiment(
     from ``tracer_provider`` (default: the global one).
     """
     if not callable(evaluators):
-        from .config import Settings
-        from .evaluators import configure_evaluators
+        from ..config import Settings
+        from ..pipeline.build import evaluation
 
-        factory = configure_evaluators(Settings.load(evaluators=tuple(evaluators)))
+        built = evaluation(Settings.load(evaluators=tuple(evaluators)))
         try:
-            return run_experiment(dataset, task, case_evaluators(factory), concurrency=concurrency,
+            return run_experiment(dataset, task, case_evaluators(built.factory), concurrency=concurrency,
                                   tracer_provider=tracer_provider, progress=progress)
         finally:
-            factory.close()
+            built.close()
     evaluators_for = evaluators
     cases = load_dataset(dataset) if isinstance(dataset, (str, Path)) else list(dataset)
     if concurrency < 1:

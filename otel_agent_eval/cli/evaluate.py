@@ -12,21 +12,21 @@ import json
 import pickle
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TextIO
 
-from .assembly import assemble
-from .conversations import stitch
-from .evaluators.base import Evaluator, safe_evaluate
-from .metadata import NO_RESOURCE
-from .model import AgentTrace, EvalResult
-from .pipeline import flatten
-from .records import LogRecordData, SpanRecord
-from .stats_ci import Gate
+from ..assembly import assemble
+from ..evaluators.base import Evaluator, safe_evaluate
+from ..experiments.stats_ci import Gate
+from ..metadata import NO_RESOURCE
+from ..model import AgentTrace, EvalResult
+from ..pipeline.completion import flatten
+from ..pipeline.conversations import stitch
+from ..records import LogRecordData, SpanRecord
 
 
 @dataclass
@@ -74,15 +74,6 @@ class Report:
         return failures
 
 
-def evaluate_records(
-    records: Iterable[SpanRecord], evaluators: Sequence[Evaluator], gates: Sequence[Gate] = (), *, judge_concurrency: int = 1
-) -> Report:
-    """Every agent run through every evaluator; results per run in the evaluators' order."""
-    records = list(records)
-    trace_ids = {r.trace_id for r in records}
-    return evaluate_traces(assemble(records), len(trace_ids), evaluators, gates, judge_concurrency=judge_concurrency)
-
-
 def evaluate_traces(
     agent_traces: Sequence[AgentTrace], traces_read: int, evaluators: Sequence[Evaluator], gates: Sequence[Gate] = (),
     *, judge_concurrency: int = 1,
@@ -98,16 +89,6 @@ def evaluate_traces(
         outcomes.update({key: future.result()[0] for key, future in futures.items()})
     evaluated = [(t, [r for e in evaluators for r in outcomes[id(t), id(e)]]) for t in agent_traces]
     return Report(evaluated, traces_read, traces_read - len(with_agent), list(gates))
-
-
-def read_files(paths: Sequence[str | Path]) -> list[SpanRecord]:
-    """Every span of the files, in memory (tests, small inputs); ``read_traces`` streams."""
-    from .otlp import read_trace_file
-
-    records: list[SpanRecord] = []
-    for path in paths:
-        records.extend(read_trace_file(path))
-    return records
 
 
 # --------------------------------------------------------------------------- reading at scale
@@ -159,7 +140,7 @@ class TraceGroups:
     file is read back in turn (and split 64 ways again if it is itself over the bound), so
     every trace is still assembled whole, whatever the order of the input, in memory
     bounded by the bound plus the largest single trace. Log records are joined to their
-    trace's spans (``logs.join_log_records``).
+    trace's spans (``pipeline/completion.py``, ``join_log_records``).
     """
 
     def __init__(self, max_buffered_records: int = DEFAULT_MAX_BUFFERED_RECORDS, spill_dir: str | Path | None = None) -> None:
@@ -207,7 +188,7 @@ class TraceGroups:
 
 
 def _joined(spans: dict[int, list[SpanRecord]], logs: dict[int, list[LogRecordData]], stats: ReadStats) -> Iterator[list[SpanRecord]]:
-    from .logs import join_log_records
+    from ..pipeline.completion import join_log_records
 
     for trace_id, mine in logs.items():
         if trace_id not in spans:
@@ -279,7 +260,7 @@ class _Spill:
 
 def read_traces(paths: Sequence[str | Path], groups: TraceGroups) -> Iterator[list[SpanRecord]]:
     """Stream the files into ``groups``; then each trace's records, whole."""
-    from .otlp import iter_trace_file
+    from ..formats.otlp import iter_trace_file
 
     for path in paths:
         for spans, logs in iter_trace_file(path):

@@ -3,7 +3,7 @@
 Over the wire, batches from several processes (or several batch processors)
 arrive in any order: the HTTP handler span at the root of an agent run can
 reach ``serve`` before the run's GenAI spans do. The records intake
-(``Pipeline.offer_records``) keeps a non-GenAI span of an unknown trace here;
+(``Intake.offer_records``) keeps a non-GenAI span of an unknown trace here;
 when a GenAI span of the same trace is admitted, the waiting spans are adopted
 into the trace (so it completes on its root, not on the idle timeout).
 
@@ -22,8 +22,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .buffer import estimate_size
-from .records import SpanRecord
+from ..pipeline.buffer import estimate_size
+from ..records import SpanRecord
 
 ADOPTED = "adopted"
 EXPIRED = "expired"
@@ -83,6 +83,12 @@ class WaitingSpans:
             if trace_id not in self._traces:
                 return []
             return self._leave(trace_id, outcome)
+
+    def clear(self, outcome: str) -> None:
+        """Every waiting span leaves with ``outcome`` (shutdown)."""
+        with self._lock:
+            while self._traces:
+                self._leave(next(iter(self._traces)), outcome)
 
     def expire(self, now: float) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from .model import AgentTrace, ConversationTurn
+from ..model import AgentTrace, ConversationTurn
 
 
 def turn_of(trace: AgentTrace) -> ConversationTurn:

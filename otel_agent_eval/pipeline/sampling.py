@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .model import AgentTrace
+from ..model import AgentTrace
 
 TRACE_ID_LIMIT = (1 << 64) - 1
 

@@ -13,8 +13,8 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 
-from .metadata import service_of
-from .model import AgentTrace
+from ..metadata import service_of
+from ..model import AgentTrace
 
 _logger = logging.getLogger("otel_agent_eval")
 
@@ -98,6 +98,11 @@ class RunLabels:
     def __call__(self, trace: AgentTrace) -> tuple[str, str]:
         return self.agent(trace.agent_name), self.service(service_of(trace.metadata))
 
+    def after_fork(self) -> None:
+        """In a forked child: fresh locks (a parent thread may have held one at fork)."""
+        self.agent = AgentLabels(self.agent.limit)
+        self.service = AgentLabels(self.service.limit)
+
 
 class PipelineStats:
     """Every number the pipeline reports about itself."""
@@ -107,12 +112,14 @@ class PipelineStats:
         self.spans_kept = AtomicCounter()
         self.log_records_kept = AtomicCounter()
         self.intake_full = AtomicCounter()
+        self.spans_after_shutdown = AtomicCounter()  # offered after shutdown: spans_dropped{already_shutdown}
+        self.log_records_after_shutdown = AtomicCounter()  # log_records_dropped{already_shutdown}
         self.traces_admitted = AtomicCounter()  # new GenAI traces buffered (admission)
         self.traces_rejected = AtomicCounter()  # new GenAI traces rejected on arrival (admission)
         self.processor_errors = AtomicCounter()
         self.late_spans = AtomicCounter()
         self.spans_dropped = LabelledCounts()  # (reason,): trace_too_large, evaluator_telemetry; intake_full is counted above
-        self.log_records_dropped = LabelledCounts()  # (reason,): evaluator_telemetry
+        self.log_records_dropped = LabelledCounts()  # (reason,): evaluator_telemetry; already_shutdown is counted above
         self.traces_completed = LabelledCounts()  # (reason,)
         self.sampling = LabelledCounts()  # (decision, reason)
         self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated
@@ -129,9 +136,19 @@ class PipelineStats:
         self.buffered_bytes = 0
         self.admission_ratio = 1.0
 
+    def after_fork(self) -> None:
+        """In a forked child: every counter afresh, with fresh locks; whoever holds this object sees the new ones."""
+        self.__init__()  # type: ignore[misc]
+
     def spans_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
         counts = self.spans_dropped.snapshot()
         counts[("intake_full",)] = self.intake_full.value
+        counts[("already_shutdown",)] = self.spans_after_shutdown.value
+        return counts
+
+    def log_records_dropped_snapshot(self) -> dict[tuple[str, ...], int]:
+        counts = self.log_records_dropped.snapshot()
+        counts[("already_shutdown",)] = self.log_records_after_shutdown.value
         return counts
 
 

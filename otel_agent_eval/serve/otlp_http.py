@@ -27,10 +27,11 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .server_security import TLSFiles, reloading_ssl_context
+from .security import TLSFiles, reloading_ssl_context
 
 if TYPE_CHECKING:
-    from .server import EvalServer, Outcome
+    from .outcome import Outcome
+    from .server import EvalServer
 
 _logger = logging.getLogger("otel_agent_eval.server")
 
@@ -111,7 +112,7 @@ def otlp_app(app: EvalServer) -> Starlette:
     Decoding runs on a worker thread, so the event loop keeps reading other connections (and
     answering early refusals) while a large request is decoded.
     """
-    from .server import Outcome
+    from .outcome import Outcome
 
     options = app.options
 

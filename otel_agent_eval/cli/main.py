@@ -8,18 +8,18 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .config import ConfigError
-from .offline import DEFAULT_MAX_BUFFERED_RECORDS
+from ..config import ConfigError
+from .evaluate import DEFAULT_MAX_BUFFERED_RECORDS
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .stats_ci import Gate
+    from ..config import Settings
+    from ..experiments.stats_ci import Gate
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     """Settings from the environment, with the command's flags over them; each ``--threshold``
     overrides the environment's threshold for its evaluator only."""
-    from .config import Settings, check_thresholds, parse_thresholds
+    from ..config import Settings, check_thresholds, parse_thresholds
 
     if os.getcwd() not in sys.path:  # module:Class evaluators and --task modules next to the user, as with `python -m`
         sys.path.insert(0, os.getcwd())
@@ -49,11 +49,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     import functools
     import gc
 
-    from .evaluators import build_configured_evaluators
-    from .offline import evaluate_files, evaluate_files_parallel, print_text, to_json
+    from ..pipeline.build import evaluation
+    from .evaluate import evaluate_files, evaluate_files_parallel, print_text, to_json
 
     try:
-        from .otlp import OTLPDecodeError
+        from ..formats.otlp import OTLPDecodeError
     except ImportError:
         return _missing_otlp_extra("evaluate")
 
@@ -65,10 +65,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         gates = _gates(args)
         if args.jobs > 1 and len(args.files) > 1:
-            build = functools.partial(build_configured_evaluators, settings)
+            build = functools.partial(evaluation, settings)
             report, _ = evaluate_files_parallel(args.files, args.jobs, build, gates, max_buffered_records=args.max_buffered_records)
         else:
-            evaluators, judge = build_configured_evaluators(settings)
+            evaluators, judge = evaluation(settings)
             report, _ = evaluate_files(args.files, evaluators, gates, judge_concurrency=judge.settings.concurrency if judge else 1,
                                        max_buffered_records=args.max_buffered_records)
     except (OSError, ValueError, OTLPDecodeError) as exc:
@@ -85,7 +85,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _gates(args: argparse.Namespace) -> list[Gate]:
-    from .stats_ci import Gate
+    from ..experiments.stats_ci import Gate
 
     return [Gate.parse(g) for g in args.gate] + [Gate.parse(g, lower_bound=True) for g in args.gate_lower_bound]
 
@@ -94,9 +94,8 @@ def _experiment(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .evaluators import configure_evaluators
-    from .evaluators.registry import UnknownEvaluator, import_spec
-    from .experiments import (
+    from ..evaluators.registry import UnknownEvaluator, import_spec
+    from ..experiments.core import (
         case_evaluators,
         compare,
         failed_gates,
@@ -120,13 +119,14 @@ def _experiment(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"otel-agent-eval experiment: {exc}", file=sys.stderr)
         return 2
-    factory = configure_evaluators(settings)
+    from ..pipeline.build import evaluation
+
+    built = evaluation(settings)  # a bad evaluator spec fails before any case runs
     try:
-        factory.build()  # a bad evaluator spec fails before any case runs
-        report = run_experiment(cases, task, case_evaluators(factory), concurrency=args.concurrency,
+        report = run_experiment(cases, task, case_evaluators(built.factory), concurrency=args.concurrency,
                                 progress=progress_bar(sys.stderr))
     finally:
-        factory.close()
+        built.close()
     comparison = compare(baseline, report) if baseline is not None else None
     failures = failed_gates(report, gates)
     if args.format == "json":
@@ -162,11 +162,11 @@ def _missing_otlp_extra(command: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        from .server import ServeOptions, serve
+        from ..serve.server import ServeOptions, serve
     except ImportError:
         return _missing_otlp_extra("serve")
 
-    from .server_security import TLSFiles
+    from ..serve.security import TLSFiles
 
     def port(value: int) -> int | None:
         return None if value < 0 else value

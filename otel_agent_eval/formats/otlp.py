@@ -27,9 +27,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
 from . import otlp_json
-from .metadata import resource_metadata
+from ..metadata import resource_metadata
 from .otlp_json import OTLPDecodeError
-from .records import (
+from ..records import (
     STATUS_ERROR,
     STATUS_OK,
     STATUS_UNSET,

@@ -1,7 +1,7 @@
 """``otel-agent-eval serve``: an OTLP receiver in front of the evaluation pipeline.
 
 A thin shell over ``Pipeline``: apps in any language (or a Collector) send
-OTLP traces and logs; spans go through ``Pipeline.offer_records`` into the same
+OTLP traces and logs; spans go through ``Intake.offer_records`` into the same
 buffering, assembly, sampling and evaluation as the in-process processor.
 
 Ports (the usual ones):
@@ -31,8 +31,8 @@ re-read when they change (``server_security.py``); ``/healthz`` and ``/readyz``
 stay open for orchestrator probes.
 
 Log records carrying GenAI content (event-only instrumentations) go to the
-pipeline with their trace (``Pipeline.offer_log``) and are joined to their
-spans when the trace completes (``logs.join_log_records``), whichever arrives
+pipeline with their trace (``Intake.offer_logs``) and are joined to their
+spans when the trace completes (``completion.join_log_records``), whichever arrives
 first; a log for a trace already completed counts as a late span.
 """
 
@@ -46,18 +46,15 @@ import ssl
 import sys
 import threading
 import time
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
-from .config import Settings
-from .evaluators import Evaluator, build_configured_evaluators
-from .otlp import (
+from ..config import Settings
+from ..evaluators import Evaluator
+from ..formats.otlp import (
     LogRecordData,
     OTLPDecodeError,
     decode_logs_json,
@@ -65,16 +62,17 @@ from .otlp import (
     decode_traces_json,
     decode_traces_protobuf,
 )
-from .pipeline import Pipeline
-from .logs import OWN_EVENTS, event_name_of, is_genai_content
-from .records import SpanRecord
-from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
-from .sinks.prometheus import PrometheusSink
-from .server_grpc import grpc_server
-from .server_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
-from .server_security import BearerTokens, TLSFiles
-from .stats import LabelledCounts, PipelineStats, RunLabels
+from ..intake.logs import CONTENT, classify_log
+from ..pipeline.build import build_pipeline
+from ..records import SpanRecord, event_name_of
+from ..sinks.otel import SCOPE_NAME
+from ..sinks.otlp_export import ExportTally
+from .export import otlp_providers
+from .metrics import ServerCollector, ServerStats
+from .otlp_grpc import grpc_server
+from .otlp_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
+from .outcome import Outcome, TooLarge, Unsupported, decompress
+from .security import BearerTokens, TLSFiles
 
 _logger = logging.getLogger("otel_agent_eval.server")
 
@@ -125,155 +123,12 @@ class ServeOptions:
             raise ValueError(f"export protocol must be http/protobuf or grpc, got {self.export_protocol!r}")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one export request, whatever its transport.
-
-    ``status``: ``ok``, ``partial`` (some items rejected: ``rejected``), ``overloaded``
-    and ``draining`` (refused whole: retry after ``retry_after`` seconds), ``invalid``,
-    ``too_large``, ``unsupported`` (content type or encoding), ``unauthenticated``.
-    ``response`` is the OTLP response message for ``ok`` and ``partial``.
-    """
-
-    status: str
-    message: str = ""
-    rejected: int = 0
-    retry_after: int = 0
-    response: Any = None
-
-    @property
-    def accepted(self) -> bool:
-        return self.status in ("ok", "partial")
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Unsupported(Exception):
-    pass
-
-
-def decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """``Content-Encoding`` gzip or deflate, stopping at ``limit`` bytes of output (a zip bomb is refused, not inflated)."""
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "deflate"):
-        raise _Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
-    decompressor = zlib.decompressobj((16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
-    try:
-        out = decompressor.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise OTLPDecodeError(f"invalid {encoding} body: {exc}") from exc
-    if len(out) > limit:
-        raise _TooLarge("request body too large after decompression")
-    return out
-
-
 _DECODERS = {
     ("traces", PROTOBUF): decode_traces_protobuf,
     ("traces", JSON): decode_traces_json,
     ("logs", PROTOBUF): decode_logs_protobuf,
     ("logs", JSON): decode_logs_json,
 }
-
-
-# --------------------------------------------------------------------------- counters
-
-
-class ServerStats:
-    def __init__(self) -> None:
-        self.requests = LabelledCounts()  # (transport, signal, outcome)
-        self.spans_rejected = LabelledCounts()  # partial success: a request larger than the whole intake
-        self.own_spans = LabelledCounts()  # our own evaluation spans sent back to us: ignored
-        self.log_records = LabelledCounts()  # (outcome,)
-        self.auth_failures = LabelledCounts()  # (transport, reason)
-
-
-class ServerCollector(Collector):
-    def __init__(self, server: EvalServer) -> None:
-        self.server = server
-
-    def collect(self) -> Iterator[Metric]:
-        s = self.server.server_stats
-        requests = CounterMetricFamily(
-            "agent_eval_server_requests", "OTLP export requests, by outcome (ok, partial, overloaded, draining, invalid, too_large, unsupported, unauthenticated, incomplete)",
-            labels=["transport", "signal", "outcome"],
-        )
-        for labels, value in sorted(s.requests.snapshot().items()):
-            requests.add_metric(list(labels), value)
-        yield requests
-        yield CounterMetricFamily(
-            "agent_eval_server_spans_rejected", "Spans rejected in partial-success responses (a request larger than the whole intake)",
-            value=s.spans_rejected.total(),
-        )
-        yield CounterMetricFamily(
-            "agent_eval_server_own_spans", "Spans of scope otel_agent_eval received back and ignored", value=s.own_spans.total()
-        )
-        logs = CounterMetricFamily(
-            "agent_eval_server_log_records", "Log records received, by outcome (accepted, not_genai, no_span, own, intake_full)",
-            labels=["outcome"],
-        )
-        for labels, value in sorted(s.log_records.snapshot().items()):
-            logs.add_metric(list(labels), value)
-        yield logs
-        auth = CounterMetricFamily(
-            "agent_eval_server_auth_failures", "Requests refused for want of a valid bearer token, by reason (missing, malformed, invalid)",
-            labels=["transport", "reason"],
-        )
-        for labels, value in sorted(s.auth_failures.snapshot().items()):
-            auth.add_metric(list(labels), value)
-        yield auth
-        yield GaugeMetricFamily("agent_eval_server_intake_spans", "Spans waiting for the collector thread", value=len(self.server.pipeline.intake))
-        yield GaugeMetricFamily("agent_eval_server_ready", "1 when the server accepts data", value=1 if self.server.ready()[0] else 0)
-
-
-def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTally) -> tuple[Any, Any]:
-    """TracerProvider and LoggerProvider exporting over OTLP, or (None, None) when no endpoint is configured.
-
-    Their exporters are wrapped to count what they fail to send (``tally``).
-    """
-    env = os.environ
-    endpoint = options.export_endpoint
-    wants_traces = settings.emit_spans and env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
-    wants_logs = settings.emit_logs and env.get("OTEL_LOGS_EXPORTER", "otlp").strip().lower() != "none"
-    configured = endpoint or any(
-        env.get(k) for k in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
-    )
-    if not configured or not (wants_traces or wants_logs):
-        return None, None
-    protocol = options.export_protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip()
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        span_kwargs = log_kwargs = {"endpoint": endpoint} if endpoint else {}
-    elif protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # type: ignore[assignment]
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
-
-        base = (endpoint or "").rstrip("/")
-        span_kwargs = {"endpoint": base + "/v1/traces"} if endpoint else {}
-        log_kwargs = {"endpoint": base + "/v1/logs"} if endpoint else {}
-    else:
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL: use http/protobuf or grpc for results, got {protocol!r}")
-    resource = Resource.create()
-    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
-    tracer_provider = logger_provider = None
-    if wants_traces:
-        tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(
-            bounded_span_processor(OTLPSpanExporter(**span_kwargs), tally, settings.export_max_queued_spans))
-    if wants_logs:
-        logger_provider = LoggerProvider(resource=resource)
-        logger_provider.add_log_record_processor(
-            bounded_log_processor(OTLPLogExporter(**log_kwargs), tally, settings.export_max_queued_log_records))
-    return tracer_provider, logger_provider
 
 
 # --------------------------------------------------------------------------- the server
@@ -295,27 +150,20 @@ class EvalServer:
         self.settings = settings if settings is not None else Settings.load()
         self.options = options or ServeOptions()
         s = self.settings
-        self.stats = PipelineStats()
         self.server_stats = ServerStats()
-        run_labels = RunLabels(s.max_agent_labels, s.max_service_labels)
-        self.registry = registry if registry is not None else CollectorRegistry()
         self.export_tally = ExportTally(on_failure=lambda n: self.stats.sink_errors.inc("otlp", amount=n))
         if tracer_provider is None and logger_provider is None:
-            tracer_provider, logger_provider = _otlp_providers(self.options, s, self.export_tally)
+            tracer_provider, logger_provider = otlp_providers(self.options.export_endpoint, self.options.export_protocol, s,
+                                                             self.export_tally)
             self._own_providers = [p for p in (tracer_provider, logger_provider) if p is not None]
         else:
             self._own_providers = []
-        sinks: list[Any] = [PrometheusSink(self.registry, self.stats, run_labels)]
-        if tracer_provider is not None or logger_provider is not None:
-            sinks.append(
-                OtelSink(tracer_provider, logger_provider, emit_spans=s.emit_spans and tracer_provider is not None,
-                         emit_logs=s.emit_logs and logger_provider is not None)
-            )
-        self.exporting = len(sinks) > 1
-        self.judge: Any = None
-        if evaluators is None:
-            evaluators, self.judge = build_configured_evaluators(s, registry=self.registry)
-        self.pipeline = Pipeline(s, evaluators, sinks, stats=self.stats, run_labels=run_labels)
+        self._built = build_pipeline(s, evaluators=evaluators, registry=registry, tracer_provider=tracer_provider,
+                                     logger_provider=logger_provider, global_providers=False)
+        self.registry = self._built.registry
+        self.pipeline = self._built.pipeline
+        self.stats = self.pipeline.stats
+        self.exporting = self._built.exporting
         self.registry.register(ServerCollector(self))
         self.high_water = max(1, int(s.max_intake_spans * self.options.high_water))
         self._offer_lock = threading.Lock()
@@ -362,9 +210,7 @@ class EvalServer:
         if self._http is not None:
             self._http.stop(timeout=min(2.0, drain) + 1)
         # Keep a share of the deadline for exporting the last results.
-        flushed = self.pipeline.shutdown(timeout=max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
-        if self.judge is not None:
-            self.judge.close()
+        flushed = self._built.shutdown(max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
         for provider in self._own_providers:
             remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
             provider.force_flush(remaining_ms)  # True whatever the exporter did: the tally says what was sent
@@ -387,6 +233,11 @@ class EvalServer:
             "spans_rejected": self.server_stats.spans_rejected.total(),
             "spans_dropped": {reason: n for (reason,), n in sorted(self.stats.spans_dropped_snapshot().items()) if n},
         }
+
+    @property
+    def judge(self) -> Any:
+        """The judge client the judge evaluators share (None without a judge)."""
+        return self._built.evaluation.judge
 
     # -- health ----------------------------------------------------------------
     @property
@@ -458,9 +309,9 @@ class EvalServer:
             return Outcome("unsupported", f"unsupported Content-Type {content_type!r}; use {PROTOBUF} or {JSON}")
         try:
             data = decoder(decompress(payload, encoding, self.options.max_request_bytes))
-        except _Unsupported as exc:
+        except Unsupported as exc:
             return Outcome("unsupported", str(exc))
-        except _TooLarge as exc:
+        except TooLarge as exc:
             return Outcome("too_large", str(exc))
         except OTLPDecodeError as exc:
             return Outcome("invalid", str(exc))
@@ -468,7 +319,7 @@ class EvalServer:
             return self._take_spans(data)
         return self._take_logs(data)
 
-    def _offer_whole(self, count: int, offer: Callable[[], None]) -> Outcome | int:
+    def _offer_whole(self, count: int, offer: Callable[[], int]) -> Outcome | int:
         """Offer ``count`` items to the intake if they fit; returns how many the intake rejected, or the refusal.
 
         Decided under a lock (only the collector thread takes from the intake meanwhile,
@@ -477,15 +328,12 @@ class EvalServer:
         taken in part and the rest reported as partial success.
         """
         capacity = self.settings.max_intake_spans
-        full = self.stats.intake_full
         with self._offer_lock:
             if self._draining:  # passed refusal() before the drain began: refused now (retryable), nothing offered
                 return self._draining_outcome()
             if capacity - len(self.pipeline.intake) < count <= capacity:
                 return self._overloaded(f"{count} items do not fit in the intake now")
-            before = full.value
-            offer()
-            return full.value - before
+            return offer()
 
     def _take_spans(self, records: list[SpanRecord]) -> Outcome:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -494,7 +342,7 @@ class EvalServer:
         if ours:  # our own evaluation spans looping back through a Collector
             self.server_stats.own_spans.inc(amount=ours)
             records = [r for r in records if r.scope_name != SCOPE_NAME]
-        taken = self._offer_whole(len(records), lambda: self.pipeline.offer_records(records))
+        taken = self._offer_whole(len(records), lambda: self.pipeline.intake.offer_records(records))
         if isinstance(taken, Outcome):
             return taken
         response = ExportTraceServiceResponse()
@@ -513,21 +361,13 @@ class EvalServer:
 
         wanted = []
         for log in logs:
-            name = event_name_of(log.event_name, log.attributes)
-            if name in OWN_EVENTS:
-                self.server_stats.log_records.inc("own")  # our own results, sent back to us
-            elif log.trace_id is None or log.span_id is None:
-                self.server_stats.log_records.inc("no_span")
-            elif not is_genai_content(name):
-                self.server_stats.log_records.inc("not_genai")
-            else:
+            verdict = classify_log(event_name_of(log.event_name, log.attributes), log.trace_id, log.span_id)
+            if verdict == CONTENT:
                 wanted.append(log)
+            else:
+                self.server_stats.log_records.inc(verdict)
 
-        def offer() -> None:
-            for log in wanted:
-                self.pipeline.offer_log(log)
-
-        taken = self._offer_whole(len(wanted), offer)
+        taken = self._offer_whole(len(wanted), lambda: self.pipeline.intake.offer_logs(wanted))
         if isinstance(taken, Outcome):
             return taken
         self.server_stats.log_records.inc("accepted", amount=len(wanted) - taken)

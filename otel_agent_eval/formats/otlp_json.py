@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .metadata import resource_metadata
-from .records import (
+from ..metadata import resource_metadata
+from ..records import (
     STATUS_ERROR,
     STATUS_OK,
     STATUS_UNSET,

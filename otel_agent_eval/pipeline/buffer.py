@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from .records import LogRecordData, SpanRecord
+from ..records import LogRecordData, SpanRecord
 
 ROOT_ENDED = "root_ended"
 IDLE_TIMEOUT = "idle_timeout"

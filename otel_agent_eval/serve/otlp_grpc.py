@@ -11,11 +11,12 @@ from __future__ import annotations
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
-from .server_http import PROTOBUF
-from .server_security import grpc_server_credentials
+from .otlp_http import PROTOBUF
+from .security import grpc_server_credentials
 
 if TYPE_CHECKING:
-    from .server import EvalServer, Outcome
+    from .outcome import Outcome
+    from .server import EvalServer
 
 _SERVICES = {
     "traces": "opentelemetry.proto.collector.trace.v1.TraceService",

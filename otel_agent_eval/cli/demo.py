@@ -17,14 +17,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from .evaluators import ToolExpectation, judge_status
-from .processor import AgentEvalProcessor
+from ..evaluators import ToolExpectation, judge_status
+from ..intake.processor import AgentEvalProcessor
 from .scripted_agent import ScriptedAgent, ToolError, Turn
 
 EXPECTATIONS = [

@@ -22,12 +22,17 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from .assembly import assemble
-from .config import Settings
-from .evaluators import ExpectedCall, ToolCallAccuracy, ToolExpectation, build_evaluators
-from .evaluators.base import Evaluator, safe_evaluate
-from .evaluators.registry import UnknownEvaluator, catalogue, resolve
-from .model import AgentStep, AgentTrace, EvalResult, ToolCall
+from ..assembly import assemble
+from ..config import Settings
+from ..evaluators import (
+    ExpectedCall,
+    ToolCallAccuracy,
+    ToolExpectation,
+    build_evaluators,
+)
+from ..evaluators.base import Evaluator, safe_evaluate
+from ..evaluators.registry import UnknownEvaluator, catalogue, resolve
+from ..model import AgentStep, AgentTrace, EvalResult, ToolCall
 
 NO_TRACE_ID = "0" * 32
 AgentTraceInput = Annotated[
@@ -102,7 +107,7 @@ def tool_call_accuracy(
 
 def ingest(otlp_json: str | dict[str, Any]) -> dict[str, Any]:
     """Pure core of ``eval_ingest_trace``: OTLP/JSON -> AgentTraces (nested ones inside their parent)."""
-    from .otlp import OTLPDecodeError, decode_traces_json
+    from ..formats.otlp import OTLPDecodeError, decode_traces_json
 
     try:
         text = otlp_json if isinstance(otlp_json, str) else json.dumps(otlp_json)
@@ -118,24 +123,24 @@ class EvaluatorCatalogue:
     """Builds the evaluators MCP callers name: built-ins with default settings, the judge's when configured."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        from .evaluators.judge import JudgeSettings
+        from ..evaluators.judge import JudgeSettings
 
         self.env = env
         self.judge: Any = None
         judge_settings = JudgeSettings.load(env)
         if judge_settings.enabled:
-            from .evaluators.judge import JudgeClient
+            from ..evaluators.judge import JudgeClient
 
             self.judge = JudgeClient(judge_settings)
 
     def build(self, name: str) -> list[Evaluator]:
-        from .evaluators import BUILTIN_EVALUATORS
+        from ..evaluators import BUILTIN_EVALUATORS
 
         if name in BUILTIN_EVALUATORS:
             return build_evaluators(Settings.load(self.env, evaluators=(name,)))
         if self.judge is None:
             raise UnknownEvaluator(f"{name!r} is a judge evaluator and no judge is configured (OTEL_AGENT_EVAL_JUDGE_MODEL)")
-        from .evaluators.judge import build_judge_evaluators
+        from ..evaluators.judge import build_judge_evaluators
 
         return list(build_judge_evaluators(self.judge, [name]))
 
@@ -157,7 +162,7 @@ def build_server(env: Mapping[str, str] | None = None) -> Any:
     """The MCP server with its four tools (``mcp.server.mcpserver.MCPServer``)."""
     from mcp.server.mcpserver import MCPServer
 
-    from . import __version__
+    from .. import __version__
 
     named = EvaluatorCatalogue(env)
     server = MCPServer(

@@ -1,0 +1,1 @@
+"""Importers: OTLP (protobuf, JSON, Collector file-exporter lines) and Langfuse exports -> ``SpanRecord``s."""

@@ -1,0 +1,54 @@
+"""What became of one export request (``Outcome``), and the bounded decompression every request goes through."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from ..formats.otlp import OTLPDecodeError
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one export request, whatever its transport.
+
+    ``status``: ``ok``, ``partial`` (some items rejected: ``rejected``), ``overloaded``
+    and ``draining`` (refused whole: retry after ``retry_after`` seconds), ``invalid``,
+    ``too_large``, ``unsupported`` (content type or encoding), ``unauthenticated``.
+    ``response`` is the OTLP response message for ``ok`` and ``partial``.
+    """
+
+    status: str
+    message: str = ""
+    rejected: int = 0
+    retry_after: int = 0
+    response: Any = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.status in ("ok", "partial")
+
+
+class TooLarge(Exception):
+    pass
+
+
+class Unsupported(Exception):
+    pass
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """``Content-Encoding`` gzip or deflate, stopping at ``limit`` bytes of output (a zip bomb is refused, not inflated)."""
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
+    decompressor = zlib.decompressobj((16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
+    try:
+        out = decompressor.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise OTLPDecodeError(f"invalid {encoding} body: {exc}") from exc
+    if len(out) > limit:
+        raise TooLarge("request body too large after decompression")
+    return out
