@@ -345,6 +345,23 @@ def test_handoff_target_sibling_is_linked_to_the_step_that_handed_off() -> None:
     assert (child.agent_name, child.parent_step_index, child.final_output) == ("booker", 0, "Booked.")
 
 
+def test_a_transfer_tool_links_the_sibling_agent_it_names_to_its_step() -> None:
+    # Strands swarm / ADK transfer_to_agent: swarm -> triage, weather (siblings); triage's tool names weather.
+    # Event-only content: the name comes from the model's request when the tool span has no arguments.
+    strands = {"gen_ai.provider.name": "strands-agents"}
+    swarm = span(1, "invoke_swarm", 0, 200, None)
+    for with_arguments in (True, False):
+        spans = [swarm, agent(2, "triage", 0, 50, 1), agent(5, "other", 0, 40, 1),
+                 chat(3, 1, 10, 2, calls=[("h1", "handoff_to_agent", {"agent_name": "weather"})]),
+                 tool(4, "handoff_to_agent", 11, 12, 2, call_id="h1", args={"agent_name": "weather"} if with_arguments else None),
+                 chat(6, 20, 30, 2, text="handed off"), agent(7, "weather", 60, 100, 1), chat(8, 61, 70, 7, text="rainy")]
+        spans = [dataclasses.replace(s, attributes={**s.attributes, **strands}) for s in spans]
+        traces = {t.agent_name: t for t in assemble(spans)}
+        assert set(traces) == {"triage", "other"}
+        (child,) = traces["triage"].children
+        assert (child.agent_name, child.parent_step_index, child.final_output) == ("weather", 0, "rainy")
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

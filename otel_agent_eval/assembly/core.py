@@ -69,12 +69,10 @@ from ..metadata import run_metadata
 from ..model import AgentStep, AgentTrace, step_texts
 from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
 from .index import TraceIndex
-from .rules import Scope
+from .rules import CLOCK_SKEW_NS, Scope
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""
-CLOCK_SKEW_NS = 5_000_000
-"""Tolerance when ordering a tool span after the LLM span that requested it."""
 
 
 def _start_order(op: Operation) -> tuple[int, int]:

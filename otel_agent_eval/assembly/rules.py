@@ -11,6 +11,9 @@ core calls its hooks at three points and knows nothing of what they do:
 
 ``assembly`` is the core's ``TraceAssembly``: ``ops``, ``records``, ``ancestors``, ``nearest``,
 ``top``, ``scope_of``, ``absorb``, ``nested_runs`` and ``started_by``.
+
+General rules, owned by no one framework, are here too; the dialect modules whose frameworks need
+them list them in their ``RULES`` (``TRANSFER_TOOLS``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .dialects.base import Operation
+
+CLOCK_SKEW_NS = 5_000_000
+"""Tolerance when ordering spans of one run by their start times (clocks, and coarse JS timestamps)."""
 
 if TYPE_CHECKING:
     from ..records import SpanRecord
@@ -74,3 +80,57 @@ class Rule:
 
     def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
         """Calls placed: merge or re-link scopes."""
+
+
+def _start(scope: Scope) -> int:
+    return scope.root.start_time_unix_nano
+
+
+class TransferTools(Rule):
+    """A tool that transfers the run to another agent by name makes that agent the caller's child.
+
+    ADK's ``transfer_to_agent`` and a Strands swarm's ``handoff_to_agent`` record the target's agent
+    span as a sibling of the caller's (both under the workflow span), and nothing on the target names
+    the caller: the tree alone makes it a second root. The dialect marks such a tool with the argument
+    that names the target (``Operation.transfer_argument``); the first agent of that name started
+    after the tool, a sibling of the caller (or already inside it), is its child, linked to the step
+    of that tool call. The name comes from the tool span's arguments, else from the model's request
+    of that call (event-only content).
+    """
+
+    hint = "transfer_argument"
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        for source in sorted(scopes.values(), key=_start):
+            for tool in source.tools:
+                name = _transfer_target(tool, source) if tool.transfer_argument else None
+                if name is None:
+                    continue
+                after = tool.record.start_time_unix_nano - CLOCK_SKEW_NS
+                target = min((
+                    scope for scope in scopes.values()
+                    if scope.agent is not None and scope.agent.agent_name == name
+                    and scope.key not in assembly.started_by and _start(scope) >= after
+                    and (scope.parent is source.parent or scope.within(source)) and not source.within(scope)
+                ), key=_start, default=None)
+                if target is None:
+                    continue
+                if not target.within(source):
+                    target.move_under(source)
+                assembly.started_by[target.key] = tool.span_id
+
+
+def _transfer_target(tool: Operation, source: Scope) -> str | None:
+    """The agent a transfer tool names: in its span's arguments, else in the request for it."""
+    key = tool.transfer_argument
+    arguments = tool.tool_arguments
+    if not isinstance(arguments, dict):
+        arguments = next((
+            call.arguments for llm in source.llms for message in llm.output_messages or () for call in message.tool_calls
+            if (call.call_id in tool.tool_call_ids if tool.tool_call_ids else call.name == tool.tool_name)
+        ), None)
+    target = arguments.get(key) if isinstance(arguments, dict) else None
+    return target if isinstance(target, str) and target else None
+
+
+TRANSFER_TOOLS = TransferTools()

@@ -43,8 +43,9 @@ from .base import AGENT, OTHER, Message, Operation, RequestedCall, span_name_sub
 DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
 FRAMEWORKS = (langgraph,)
 """Modules with structural rules but no span reading of their own (their spans come through the dialects)."""
-RULES = tuple(rule for module in (*DIALECTS, *FRAMEWORKS) for rule in getattr(module, "RULES", ()))
-"""Every framework's structural rules (``assembly/rules.py``), in registration order."""
+RULES = tuple(dict.fromkeys(rule for module in (*DIALECTS, *FRAMEWORKS) for rule in getattr(module, "RULES", ())))
+"""Every framework's structural rules (``assembly/rules.py``), in registration order; a general rule
+several frameworks list runs once."""
 
 IGNORING = tuple(dialect for dialect in DIALECTS if hasattr(dialect, "ignores"))
 FINISHING = tuple(dialect for dialect in DIALECTS if hasattr(dialect, "finish"))

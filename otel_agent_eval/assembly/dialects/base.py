@@ -78,6 +78,9 @@ class Operation:
     tool_result: Any = None
     handoff_to: str | None = None
     """A tool span that only records a handoff to another agent (its name), not a tool's work."""
+    transfer_argument: str | None = None
+    """A tool that hands the run to another agent named by this argument (ADK ``transfer_to_agent``'s
+    ``agent_name``): the agent started next by that name is the caller's child (``rules.TransferTools``)."""
     node_id: str | None = None
     """The agent's node id in a multi-agent graph (OpenInference ``graph.node.id``)."""
     parent_node_id: str | None = None

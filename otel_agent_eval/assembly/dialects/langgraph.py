@@ -29,11 +29,9 @@ from collections import defaultdict
 from typing import Any
 
 from ...records import SpanRecord
-from ..rules import Rule, Scope
+from ..rules import CLOCK_SKEW_NS, Rule, Scope
 from .base import AGENT, LLM, TOOL, Operation, fill, parse_json_value, present, text_of, tool_message
 
-CLOCK_SKEW_NS = 5_000_000
-"""Tolerance when ordering a span after another (as the core's)."""
 DEFAULT_GRAPH_NAME = "LangGraph"
 """The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
 
