@@ -362,6 +362,21 @@ def test_a_transfer_tool_links_the_sibling_agent_it_names_to_its_step() -> None:
         assert (child.agent_name, child.parent_step_index, child.final_output) == ("weather", 0, "rainy")
 
 
+def test_openllmetry_sibling_agents_are_linked_by_tool_time_and_handoff_span() -> None:
+    # OpenLLMetry openai-agents: every agent span under the workflow; one ran inside a tool span of its
+    # name, the next started after a handoff span that does not name it
+    def tl(s: SpanRecord, kind: str) -> SpanRecord:
+        return dataclasses.replace(s, attributes={**s.attributes, "traceloop.span.kind": kind})
+
+    spans = [tl(span(1, "Agent Workflow", 0, 200, None), "workflow"), tl(agent(2, "boss", 0, 100, 1), "agent"),
+             chat(3, 1, 10, 2), tl(tool(4, "expert", 11, 40, 2, args={"input": "q"}, result="a"), "tool"),
+             tl(agent(5, "expert", 12, 39, 1), "agent"), chat(6, 13, 38, 5, text="a"), chat(7, 41, 50, 2),
+             tl(span(8, "boss → unknown.handoff", 51, 52, 2, **{"gen_ai.handoff.from_agent": "boss"}), "handoff"),
+             tl(agent(9, "booker", 60, 90, 1), "agent"), chat(10, 61, 89, 9, text="booked")]
+    (trace,) = assemble(spans)
+    assert [(c.agent_name, c.parent_step_index) for c in trace.children] == [("expert", 0), ("booker", 1)]
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")
