@@ -377,6 +377,28 @@ def test_openllmetry_sibling_agents_are_linked_by_tool_time_and_handoff_span() -
     assert [(c.agent_name, c.parent_step_index) for c in trace.children] == [("expert", 0), ("booker", 1)]
 
 
+def test_llamaindex_agent_turns_are_one_run_per_agent_and_a_handoff_links_them() -> None:
+    # LlamaIndex AgentWorkflow + OpenInference: no AGENT span; per response a run_agent_step CHAIN span whose
+    # input event names the agent, the tools beside it under call_tool
+    def turn(span_id: int, agent_name: str, start: int, end: int) -> SpanRecord:
+        event = json.dumps({"ctx": "<Context>", "ev": f"AgentSetup(input=[2 items], current_agent_name='{agent_name}')"})
+        return oi(span_id, "AgentWorkflow.run_agent_step", "CHAIN", start, end, 1, **{"input.value": event})
+
+    spans = [oi(1, "AgentWorkflow.run", "CHAIN", 0, 100, None, **{"output.value": "StopEvent(result=...)"}),
+             turn(2, "planner", 0, 10), oi_llm(3, 1, 9, 2, calls=[("c1", "search", {"q": "x"})]),
+             oi(4, "AgentWorkflow.call_tool", "CHAIN", 11, 20, 1), oi_tool(5, "search", 12, 19, 4, json.dumps({"q": "x"}), "r"),
+             turn(6, "planner", 21, 30), oi_llm(7, 22, 29, 6, calls=[("c2", "handoff", {"to_agent": "helper"})]),
+             oi(8, "AgentWorkflow.call_tool", "CHAIN", 31, 40, 1),
+             oi_tool(9, "handoff", 32, 39, 8, json.dumps({"to_agent": "helper"}), "handed off"),
+             turn(10, "helper", 41, 50), oi_llm(11, 42, 49, 10, text="42")]
+    (planner,) = assemble(spans)
+    assert (planner.agent_name, planner.agent_span_id, [[c.name for c in s.tool_calls] for s in planner.steps]) == (
+        "planner", f"{1:016x}", [["search"], ["handoff"]])
+    (helper,) = planner.children
+    assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
+        "helper", f"{10:016x}", 1, "42")
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

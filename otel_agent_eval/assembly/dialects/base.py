@@ -81,6 +81,9 @@ class Operation:
     transfer_argument: str | None = None
     """A tool that hands the run to another agent named by this argument (ADK ``transfer_to_agent``'s
     ``agent_name``): the agent started next by that name is the caller's child (``rules.TransferTools``)."""
+    agent_turn: bool = False
+    """An agent span that records one turn of the agent it names, not the agent's run (LlamaIndex's
+    ``run_agent_step``): an agent's turns under one run are that agent's run (``openinference.AgentTurns``)."""
     node_id: str | None = None
     """The agent's node id in a multi-agent graph (OpenInference ``graph.node.id``)."""
     parent_node_id: str | None = None

@@ -244,9 +244,10 @@ class TurnNodes(Rule):
                 owner = assembly.nearest(op.span_id, AGENT)
                 if owner is not None:
                     held[owner.span_id][op.kind].append(op)
-        candidates = [
+        candidates = [  # a turn its framework names the agent of is for that framework's rule (``agent_turn``)
             a for a in agents
             if not held[a.span_id][TOOL] and not held[a.span_id][AGENT] and a.span_id not in assembly.nested_runs
+            and not a.agent_turn
         ]
         if not candidates:  # the common case: every agent runs tools; no need to look at the model calls
             return

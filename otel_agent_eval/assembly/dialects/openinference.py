@@ -9,12 +9,15 @@ and their arguments / result in the generic ``input.value`` / ``output.value``
 LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
 ``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
 A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``langgraph.langchain_tool_output``).
+LlamaIndex records no AGENT span: a ``{Workflow}.run_agent_step`` CHAIN span is one turn of the agent its
+input event's repr names (``current_agent_name``), read as an agent turn (``AgentTurns`` joins them).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from typing import Any
 
 from ...records import SpanRecord
@@ -54,6 +57,10 @@ STEP_SPAN_NAMES = ("turn",)
 PREPARE_SPAN_SUFFIXES = ("._prepare_chat_with_tools",)
 """LLM spans that only prepare a request (LlamaIndex ``FunctionCallingLLM._prepare_chat_with_tools``,
 recorded next to the ``astream_chat``/``achat`` span that holds the response)."""
+AGENT_TURN_SUFFIX = ".run_agent_step"
+"""LlamaIndex's CHAIN span of one agent turn (one model response), in a workflow that records no AGENT span."""
+_CURRENT_AGENT = re.compile(r"current_agent_name='((?:[^'\\]|\\.)*)'")
+"""The agent a LlamaIndex ``AgentSetup``/``AgentInput`` event repr (``run_agent_step``'s ``input.value``) is for."""
 _PYTHON_REPR = re.compile(r"^[A-Z]\w*\(\w+=.*(\)|\.\.\.)$", re.S)
 """A Python object's repr (LlamaIndex's ``StopEvent(result=AgentOutput(...``, truncated with ``...``)."""
 
@@ -70,6 +77,8 @@ def kind(record: SpanRecord) -> str | None:
     span_kind = str(span_kind).upper()
     if span_kind == "CHAIN" and record.name in STEP_SPAN_NAMES:
         return STEP
+    if span_kind == "CHAIN" and record.name.endswith(AGENT_TURN_SUFFIX) and _turn_agent(record) is not None:
+        return AGENT  # one turn of the agent it names (``AgentTurns``)
     if span_kind == "CHAIN" and (record.parent_span_id is None or record.parent_is_remote):
         return WORKFLOW  # the root chain (a compiled LangGraph, a LangChain chain): the run's I/O
     if span_kind == "LLM" and record.name.endswith(PREPARE_SPAN_SUFFIXES):
@@ -102,6 +111,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
         _fill_missing_arguments(attrs, op)
     elif op.kind == TOOL:
         _extract_tool(attrs, op)
+    elif op.kind == AGENT and record.name.endswith(AGENT_TURN_SUFFIX) and (name := _turn_agent(record)):
+        op.agent_name, op.agent_turn = name, True  # its I/O is a Python repr of a workflow event: no text
     elif op.kind in (AGENT, WORKFLOW):
         if op.kind == AGENT:
             fill(
@@ -264,6 +275,14 @@ def _tool_output_content(result: Any) -> Any:
     return "\n".join(texts) if texts else result.get("raw_output")
 
 
+def _turn_agent(record: SpanRecord) -> str | None:
+    """The agent a LlamaIndex ``run_agent_step`` span runs a turn of (the last ``current_agent_name``
+    of its input event's repr), or None."""
+    value = record.attributes.get("input.value")
+    found = _CURRENT_AGENT.findall(value) if isinstance(value, str) else None
+    return found[-1] if found else None
+
+
 def _run_span_agent(span_name: str) -> str | None:
     """smolagents names an agent's span ``{agent name}.run``: the agent's name."""
     if span_name.endswith(".run") and len(span_name) > 4:
@@ -378,4 +397,68 @@ class HandoffLinks(Rule):
                     scope.move_under(source)
 
 
-RULES = (HandoffLinks(),)
+class AgentTurns(Rule):
+    """LlamaIndex agents (``AgentWorkflow``, a lone ``FunctionAgent``/``ReActAgent``): one run of each agent
+    from its turns.
+
+    LlamaIndex records no AGENT span: the run is one CHAIN tree under ``{Workflow}.run``, one
+    ``run_agent_step`` span per model response (read as an agent turn, named by the event it was
+    given) and the tool spans beside them, under ``call_tool``. The turns of an agent are one run; a
+    tool belongs to the agent whose turn started last before it; the first agent is the run of the
+    root span (its span id, times and metadata), each other agent a child of the agent that was
+    running when it took over (a handoff), linked to the call that named it.
+    """
+
+    hint = "agent_turn"
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        by_root: dict[int, list[Scope]] = {}
+        for scope in sorted(scopes.values(), key=lambda s: s.root.start_time_unix_nano):
+            if scope.agent is not None and scope.agent.agent_turn and scope.parent is None:
+                by_root.setdefault(assembly.top(scope.key).span_id, []).append(scope)
+        for root, turns in by_root.items():
+            run = scopes.get(root)
+            if run is None:
+                run = scopes[root] = Scope(root, None, assembly.records[root])
+            elif run.agent is not None:
+                continue  # an agent run around the turns: they are its own (not this framework's shape)
+            runs: dict[str, Scope] = {}
+            order: list[tuple[int, Scope]] = []
+            handoffs: list[Scope] = []
+            for turn in turns:
+                name = turn.agent.agent_name
+                if name not in runs:
+                    if not runs:
+                        run.agent = turn.agent
+                        assembly.absorb(run, [turn], scopes)
+                        run.reruns.remove(turn.agent)
+                        runs[name] = run
+                    else:
+                        runs[name] = turn
+                        turn.move_under(order[-1][1])
+                        handoffs.append(turn)
+                else:
+                    assembly.absorb(runs[name], [turn], scopes)
+                order.append((turn.root.start_time_unix_nano, runs[name]))
+            starts = [start for start, _ in order]
+            for tool in list(run.tools):  # each tool to the agent whose turn started last before it
+                owner = order[max(bisect_right(starts, tool.record.start_time_unix_nano) - 1, 0)][1]
+                if owner is not run:
+                    run.tools.remove(tool)
+                    owner.tools.append(tool)
+            for target in handoffs:
+                self._started_by(assembly, target, target.parent)
+
+    @staticmethod
+    def _started_by(assembly: Any, target: Scope, source: Scope) -> None:
+        """The source's tool call that named the target agent (LlamaIndex's ``handoff(to_agent)``)."""
+        start = target.root.start_time_unix_nano
+        name = target.agent.agent_name if target.agent else None
+        for tool in reversed(source.tools):
+            arguments = tool.tool_arguments
+            if tool.record.start_time_unix_nano <= start and isinstance(arguments, dict) and name in arguments.values():
+                assembly.started_by[target.key] = tool.span_id
+                return
+
+
+RULES = (HandoffLinks(), AgentTurns())
