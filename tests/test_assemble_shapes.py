@@ -399,6 +399,20 @@ def test_llamaindex_agent_turns_are_one_run_per_agent_and_a_handoff_links_them()
         "helper", f"{10:016x}", 1, "42")
 
 
+def test_an_exception_event_makes_a_tool_call_an_error_even_with_an_ok_status_and_a_result() -> None:
+    from otel_agent_eval.records import SpanEvent
+
+    raised = SpanEvent(name="exception", time_unix_nano=15 * MS,
+                       attributes={"exception.type": "ValueError", "exception.message": "bad city"})
+    handoff = SpanEvent(name="exception", time_unix_nano=15 * MS, attributes={"exception.type": "ParentCommand"})
+    for events, error in (((raised,), "ValueError: bad city"), ((handoff,), None), ((), None)):
+        failed = dataclasses.replace(tool(3, "t", 11, 20, call_id="c1", result="Error: bad city"), events=events)
+        spans = [agent(), chat(2, 0, 10, calls=[("c1", "t", {})]), failed, chat(4, 30, 40, text="ok")]
+        (trace,) = assemble(spans)
+        (call_t,) = trace.steps[0].tool_calls
+        assert (call_t.error, call_t.result) == (error, "Error: bad city")
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

@@ -448,11 +448,29 @@ def span_error(record: SpanRecord) -> str | None:
         return None
     if record.status_message:
         return record.status_message
+    raised = _exception(record)
+    if raised is not None:
+        return raised
+    error_type = record.attributes.get("error.type")
+    return str(error_type) if error_type else "error"
+
+
+def _exception(record: SpanRecord) -> str | None:
+    """``type: message`` of the span's first exception event that says anything."""
     for event in record.events:
         if event.name == "exception":
             message = event.attributes.get("exception.message")
             kind = event.attributes.get("exception.type")
             if message or kind:
                 return f"{kind}: {message}" if kind and message else str(message or kind)
-    error_type = record.attributes.get("error.type")
-    return str(error_type) if error_type else "error"
+    return None
+
+
+def tool_error(record: SpanRecord) -> str | None:
+    """A tool span's error: its ERROR status, else an exception event (a tool that raised, on a span
+    some instrumentations still end OK, often with the error text as its result), control flow aside."""
+    if record.is_error:
+        return span_error(record)
+    if not record.events or _control_flow(record):
+        return None
+    return _exception(record)
