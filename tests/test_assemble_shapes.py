@@ -413,6 +413,17 @@ def test_an_exception_event_makes_a_tool_call_an_error_even_with_an_ok_status_an
         assert (call_t.error, call_t.result) == (error, "Error: bad city")
 
 
+def test_the_last_response_without_output_takes_the_answer_recorded_on_the_agent_span() -> None:
+    # Semantic Kernel without its log records: chat spans record no content, the agent span the answer
+    answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Sunny."}]}])
+    root = dataclasses.replace(agent(), attributes={**agent().attributes, "gen_ai.output.messages": answer})
+    bare = {"gen_ai.operation.name": "chat"}
+    spans = [root, span(2, "chat m", 0, 10, **bare), tool(3, "t", 11, 20, call_id="c1", result="r"), span(4, "chat m", 30, 40, **bare)]
+    (trace,) = assemble(spans)
+    assert [s.output for s in trace.steps] == [None, "Sunny."]
+    assert trace.final_output == "Sunny."
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

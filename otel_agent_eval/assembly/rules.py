@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .dialects.base import Operation
+from .dialects.base import Message, Operation
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering spans of one run by their start times (clocks, and coarse JS timestamps)."""
@@ -134,3 +134,26 @@ def _transfer_target(tool: Operation, source: Scope) -> str | None:
 
 
 TRANSFER_TOOLS = TransferTools()
+
+
+class AnswerOnTheAgent(Rule):
+    """The last model response of a run, when its span recorded no output, has the answer the agent span
+    recorded: a framework that writes a response's text only on the agent span (Semantic Kernel without
+    its log records: ``invoke_agent``'s ``gen_ai.output.messages``) still gives that step its text.
+
+    Only a response whose output is unknown (not an empty or tool-calling one), that did not fail, and
+    only the answer's text (the agent span states no calls)."""
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        for scope in scopes.values():
+            agent = scope.reruns[-1] if scope.reruns else scope.agent
+            if agent is None or not agent.output_messages or not scope.llms:
+                continue
+            last = scope.llms[-1]
+            if last.output_messages is None and last.error is None:
+                answer = [Message("assistant", texts=list(m.texts)) for m in agent.output_messages
+                          if m.role == "assistant" and m.texts]
+                last.output_messages = answer or None
+
+
+ANSWER_ON_THE_AGENT = AnswerOnTheAgent()

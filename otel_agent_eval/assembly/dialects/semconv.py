@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...records import SpanRecord
-from ..rules import TRANSFER_TOOLS
+from ..rules import ANSWER_ON_THE_AGENT, TRANSFER_TOOLS
 from .base import (
     AGENT,
     LLM,
@@ -319,4 +319,4 @@ def _last_call_id(value: Any) -> str | None:
     return ids[-1] if ids else None
 
 
-RULES = (TRANSFER_TOOLS,)
+RULES = (TRANSFER_TOOLS, ANSWER_ON_THE_AGENT)
