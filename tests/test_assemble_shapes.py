@@ -424,6 +424,25 @@ def test_the_last_response_without_output_takes_the_answer_recorded_on_the_agent
     assert trace.final_output == "Sunny."
 
 
+def test_a_call_the_framework_refused_to_run_is_an_error_with_the_text_sent_instead() -> None:
+    # Vercel AI SDK: arguments the tool's schema rejects run no tool; the next call's input has an error-text result
+    def ai(span_id: int, operation: str, start: int, end: int, parent: int | None, **attrs) -> SpanRecord:
+        return span(span_id, operation, start, end, parent, **{"ai.operationId": operation, **attrs})
+
+    calls = json.dumps([{"toolCallId": "c1", "toolName": "book", "input": json.dumps({"restaurant": "X"})}])
+    sent = "Invalid input for tool book: people is required"
+    history = json.dumps([
+        {"role": "user", "content": [{"type": "text", "text": "Book X."}]},
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "c1", "toolName": "book", "input": {"restaurant": "X"}}]},
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "c1", "toolName": "book",
+                                      "output": {"type": "error-text", "value": sent}}]}])
+    spans = [ai(1, "ai.generateText", 0, 100, None), ai(2, "ai.generateText.doGenerate", 1, 10, 1, **{"ai.response.toolCalls": calls}),
+             ai(3, "ai.generateText.doGenerate", 11, 20, 1, **{"ai.prompt.messages": history, "ai.response.text": "How many?"})]
+    (trace,) = assemble(spans)
+    (refused,) = trace.steps[0].tool_calls
+    assert (refused.requested, refused.executed, refused.result, refused.error) == (True, False, sent, sent)
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

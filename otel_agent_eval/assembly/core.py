@@ -34,8 +34,11 @@ Algorithm (see docs/architecture.md, "Assembly"):
 5. A call still without an id takes it from a later model call's input, where the
    call and its result were echoed back with their id; an executed call whose tool
    span recorded no result (event-only content, a failed tool, a handoff) takes the
-   result echoed back to the model the same way. Arguments come from the tool span,
-   unless it only holds a bare value where the request has an object.
+   result echoed back to the model the same way; a requested call with no tool span
+   that the framework refused to run (the next model call's input echoes an error in
+   its place: the AI SDK's ``error-text``) takes that error as its result and error.
+   Arguments come from the tool span, unless it only holds a bare value where the
+   request has an object.
 6. One validation of each run into the public model (``AgentTrace.model_validate``).
 
 Every trace takes this one path: there is no shortcut for a common shape.
@@ -304,6 +307,8 @@ class TraceAssembly(TraceIndex):
         others: list[Operation] | None = None
         for index, draft in enumerate(drafts):
             for call in draft.calls:
+                if not call.executed and call.call_id is not None and index + 1 < len(drafts):
+                    _refusal(call, drafts[index + 1])
                 if call.result is not None or not call.executed or call.call_id is None:
                     continue
                 found = _MISSING
@@ -637,6 +642,20 @@ def _echoed_result(call: _CallDraft, messages: list[Message] | None, strict: boo
             if call_id == call.call_id and echoed is not None:
                 return echoed
     return _MISSING
+
+
+def _refusal(call: _CallDraft, after: _StepDraft) -> None:
+    """A requested call with no tool span that the framework refused to run (``Message.refused``): the
+    error it sent the model in its place, as the next model call's input echoes it, is the call's
+    result and error."""
+    for llm in after.llms:
+        for message in llm.input_messages or ():
+            if call.call_id in message.refused:
+                for call_id, echoed in message.tool_results:
+                    if call_id == call.call_id and echoed is not None:
+                        call.result = echoed
+                        call.error = echoed if isinstance(echoed, str) else canonical_json(echoed)
+                        return
 
 
 def _fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:

@@ -43,6 +43,9 @@ class Message:
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[RequestedCall] = field(default_factory=list)
     tool_results: list[tuple[str | None, Any]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Call ids whose result here is the error the framework sent instead of running the tool (the AI
+    SDK's ``error-text`` for input its schema rejected): such a call with no tool span is an error."""
     finish_reason: str | None = None
     """As recorded (semconv output messages): ``""`` marks a streamed chunk in some instrumentations."""
 
