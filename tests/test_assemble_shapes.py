@@ -443,6 +443,23 @@ def test_a_call_the_framework_refused_to_run_is_an_error_with_the_text_sent_inst
     assert (refused.requested, refused.executed, refused.result, refused.error) == (True, False, sent, sent)
 
 
+def test_an_agent_span_around_one_of_the_same_agent_is_that_agent_when_a_handoff_moves_it() -> None:
+    # AutoGen + OpenInference Swarm: native invoke_agent -> OpenInference AGENT span of the same agent; the
+    # target names its source (graph.node.parent_id); AutoGen relays the handoff to its model as a user message
+    question = {"role": "user", "content": "Weather in Oslo?"}
+    relay = {"role": "user", "content": "Transferred to helper, adopting the role of helper immediately."}
+    spans = [span(1, "run", 0, 100, None),
+             agent(2, "boss", 0, 40, 1), oi(3, "boss.on_messages_stream", "AGENT", 1, 39, 2, **{"graph.node.id": "boss"}),
+             chat(4, 2, 10, 3, calls=[("c1", "transfer_to_helper", {})], inputs=[question]),
+             agent(5, "helper", 50, 90, 1),
+             oi(6, "helper.on_messages_stream", "AGENT", 51, 89, 5, **{"graph.node.id": "helper", "graph.node.parent_id": "boss"}),
+             chat(7, 52, 60, 6, text="Rainy.", inputs=[question, relay])]
+    (boss,) = assemble(spans)
+    (helper,) = boss.children
+    assert (boss.agent_span_id, helper.agent_span_id) == (f"{3:016x}", f"{6:016x}")
+    assert (helper.agent_name, helper.input, helper.final_output) == ("helper", "Weather in Oslo?", "Rainy.")
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

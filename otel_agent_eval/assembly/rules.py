@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .dialects.base import Message, Operation
+from .dialects.base import AGENT, LLM, TOOL, Message, Operation
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering spans of one run by their start times (clocks, and coarse JS timestamps)."""
@@ -157,3 +157,38 @@ class AnswerOnTheAgent(Rule):
 
 
 ANSWER_ON_THE_AGENT = AnswerOnTheAgent()
+
+
+class StackedAgents(Rule):
+    """An agent span whose only content is an agent span of the same name inside it is that agent, recorded
+    twice by two instrumentations (AutoGen's native ``invoke_agent`` around OpenInference's
+    ``on_messages_stream`` AGENT span): the outer one is no agent; the inner one, nearer the calls,
+    is, with what only the outer one recorded. Without this, a rule that re-parents the inner one (a
+    handoff) leaves the outer one an empty agent run."""
+
+    _FIELDS = ("conversation_id", "input_messages", "output_messages", "error", "tool_definitions")
+
+    def prepare(self, assembly: Any) -> None:
+        pairs = []
+        for op in assembly.ops.values():
+            if op.kind == AGENT and op.agent_name:
+                outer = assembly.nearest(op.span_id, AGENT)
+                if outer is not None and outer.agent_name == op.agent_name:
+                    pairs.append((outer, op))
+        if not pairs:
+            return  # the common case: no agent inside one of its name
+        owners: dict[int, int] = {}
+        for op in assembly.ops.values():
+            if op.kind in (LLM, TOOL, AGENT):
+                owner = assembly.nearest(op.span_id, AGENT)
+                if owner is not None:
+                    owners[owner.span_id] = owners.get(owner.span_id, 0) + 1
+        stacked = [(outer, inner) for outer, inner in pairs if owners.get(outer.span_id) == 1]
+        for outer, inner in stacked:
+            for name in self._FIELDS:
+                if getattr(inner, name) in (None, []) and getattr(outer, name) not in (None, []):
+                    setattr(inner, name, getattr(outer, name))
+        assembly.remove(sorted({outer.span_id for outer, _ in stacked}))
+
+
+STACKED_AGENTS = StackedAgents()

@@ -37,11 +37,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...records import SpanRecord
-from . import adk, langgraph, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
+from . import adk, autogen, langgraph, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
 from .base import AGENT, OTHER, TOOL, Message, Operation, RequestedCall, span_name_subject, tool_error
 
 DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
-FRAMEWORKS = (langgraph,)
+FRAMEWORKS = (langgraph, autogen)
 """Modules with structural rules but no span reading of their own (their spans come through the dialects)."""
 RULES = tuple(dict.fromkeys(rule for module in (*DIALECTS, *FRAMEWORKS) for rule in getattr(module, "RULES", ())))
 """Every framework's structural rules (``assembly/rules.py``), in registration order; a general rule
