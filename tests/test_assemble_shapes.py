@@ -460,6 +460,24 @@ def test_an_agent_span_around_one_of_the_same_agent_is_that_agent_when_a_handoff
     assert (helper.agent_name, helper.input, helper.final_output) == ("helper", "Weather in Oslo?", "Rainy.")
 
 
+def test_an_agent_that_ran_inside_a_transfer_tool_span_is_a_child_run() -> None:
+    # CrewAI + OpenInference delegation: no AGENT span for the coworker, its spans under the delegation tool
+    args = {"task": "Find x.", "coworker": "helper"}
+    delegate = oi_tool(3, "Delegate work to coworker", 11, 50, 1, json.dumps(args), "x is 42")
+    delegate = dataclasses.replace(delegate, attributes={
+        **delegate.attributes, "tool.description": "Tool Name: delegate_work_to_coworker\nTool Arguments: {}"})
+    spans = [oi(1, "boss", "AGENT", 0, 100, None), oi_llm(2, 0, 10, 1, calls=[("c1", "delegate_work_to_coworker", args)]),
+             delegate, oi_llm(4, 12, 20, 3, calls=[("c2", "search", {"q": "x"})]),
+             oi_tool(5, "search", 21, 25, 3, json.dumps({"q": "x"}), "42"), oi_llm(6, 26, 40, 3, text="x is 42"),
+             oi_llm(7, 60, 70, 1, text="Done: 42")]
+    (boss,) = assemble(spans)
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in boss.steps] == [[("delegate_work_to_coworker", "x is 42")], []]
+    (helper,) = boss.children
+    assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
+        "helper", f"{3:016x}", 0, "x is 42")
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in helper.steps] == [[("search", "42")], []]
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

@@ -96,13 +96,19 @@ class TransferTools(Rule):
     after the tool, a sibling of the caller (or already inside it), is its child, linked to the step
     of that tool call. The name comes from the tool span's arguments, else from the model's request
     of that call (event-only content).
+
+    With no agent span of that name, an agent that ran inside the tool span (CrewAI's ``Delegate work
+    to coworker``: the coworker's model and tool spans under the tool span, no AGENT span) is that
+    agent's run: its own AgentTrace, keyed by the tool span, not steps of the caller.
     """
 
     hint = "transfer_argument"
 
     def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
-        for source in sorted(scopes.values(), key=_start):
-            for tool in source.tools:
+        queue = sorted(scopes.values(), key=_start)
+        while queue:
+            source = queue.pop(0)
+            for tool in list(source.tools):
                 name = _transfer_target(tool, source) if tool.transfer_argument else None
                 if name is None:
                     continue
@@ -114,10 +120,28 @@ class TransferTools(Rule):
                     and (scope.parent is source.parent or scope.within(source)) and not source.within(scope)
                 ), key=_start, default=None)
                 if target is None:
-                    continue
+                    target = _ran_inside(assembly, tool, source, name, scopes)
+                    if target is None:
+                        continue
+                    queue.append(target)
                 if not target.within(source):
                     target.move_under(source)
                 assembly.started_by[target.key] = tool.span_id
+
+
+def _ran_inside(assembly: Any, tool: Operation, source: Scope, name: str, scopes: dict[int, Scope]) -> Scope | None:
+    """The run of agent ``name`` inside ``tool``'s span, from the model calls under it; None without any."""
+    llms = [llm for llm in source.llms if tool.span_id in assembly.ancestors(llm.span_id)]
+    if not llms or tool.span_id in scopes:
+        return None
+    run = scopes[tool.span_id] = Scope(tool.span_id, Operation(record=tool.record, kind=AGENT, agent_name=name), tool.record)
+    run.llms = llms
+    source.llms = [llm for llm in source.llms if llm not in llms]
+    run.tools = sorted((  # its tool calls: placed in no scope, inside the caller's tool call
+        op for op in assembly.ops.values()
+        if op.kind == TOOL and op is not tool and assembly.nearest(op.span_id, TOOL) is tool
+    ), key=lambda op: (op.record.start_time_unix_nano, op.span_id))
+    return run
 
 
 def _transfer_target(tool: Operation, source: Scope) -> str | None:

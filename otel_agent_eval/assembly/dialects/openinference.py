@@ -21,7 +21,7 @@ from bisect import bisect_right
 from typing import Any
 
 from ...records import SpanRecord
-from ..rules import Rule, Scope
+from ..rules import TRANSFER_TOOLS, Rule, Scope
 from .base import (
     AGENT,
     LLM,
@@ -150,6 +150,11 @@ def _bare_tool_calls(value: Any, issues: list[str]) -> list[Message] | None:
 
 
 _CREWAI_TOOL_NAME = re.compile(r"Tool Name: ([^\n]+)\n")
+CREWAI_DELEGATIONS = frozenset((
+    "delegate_work_to_coworker", "ask_question_to_coworker", "Delegate work to coworker", "Ask question to coworker",
+))
+"""CrewAI's tools that run a coworker agent (``allow_delegation``), named in their ``coworker`` argument: the
+coworker's spans sit under the tool span, with no AGENT span (``rules.TransferTools`` makes it an agent)."""
 
 
 def _crewai_tool_name(attrs: Any) -> str | None:
@@ -215,6 +220,8 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
         # the tool the model called (transfer_to_...) is not recorded.
         op.handoff_to = first_str(attrs, "output.value") or span_name_subject(op.record.name, "handoff to")
         return
+    if op.tool_name in CREWAI_DELEGATIONS:
+        op.transfer_argument = "coworker"
     if op.tool_arguments is None and present(attrs.get("input.value")):
         op.tool_arguments = _requested_arguments(parse_json_value(attrs["input.value"], "input.value", issues), attrs)
     if op.tool_arguments is None and present(attrs.get("tool.parameters")):
@@ -461,4 +468,4 @@ class AgentTurns(Rule):
                 return
 
 
-RULES = (HandoffLinks(), AgentTurns())
+RULES = (HandoffLinks(), AgentTurns(), TRANSFER_TOOLS)
