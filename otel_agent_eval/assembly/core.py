@@ -15,7 +15,10 @@ Algorithm (see docs/architecture.md, "Assembly"):
    dialect modules, run only when the index saw their hint) may add or remove agents
    before scopes are made, re-parent scopes once made, and merge them once the calls are
    placed: LangGraph sub-graphs, turn nodes and handoff tools (``dialects/langgraph.py``),
-   OpenAI Agents handoff links (``dialects/openinference.py``).
+   OpenAI Agents handoff links and LlamaIndex agent turns (``dialects/openinference.py``),
+   OpenLLMetry's sibling agents (``dialects/traceloop.py``), AutoGen's handoff relay
+   (``dialects/autogen.py``), and general ones several frameworks list (``rules.py``:
+   transfer tools, stacked agent spans, an answer recorded only on the agent span).
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
