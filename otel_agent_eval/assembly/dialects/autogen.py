@@ -19,7 +19,7 @@ from typing import Any
 
 from ..rules import STACKED_AGENTS, Rule, Scope
 from .adk import OTHER_AGENT
-from .base import Message
+from .base import Message, last_user_text
 
 
 def handoff_message(agent: str) -> str:
@@ -33,8 +33,8 @@ class HandoffRelay(Rule):
     def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
         for scope in scopes.values():
             agent = scope.agent
-            if agent is None or not agent.agent_name or not scope.llms:
-                continue
+            if agent is None or not agent.agent_name or not scope.llms or last_user_text(agent.input_messages):
+                continue  # the task is read from the first model call's input only when the agent span has none
             relay = handoff_message(agent.agent_name)
             messages: list[Message] = scope.llms[0].input_messages or []
             for message in reversed(messages):
