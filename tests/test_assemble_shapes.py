@@ -377,13 +377,15 @@ def test_openllmetry_sibling_agents_are_linked_by_tool_time_and_handoff_span() -
     assert [(c.agent_name, c.parent_step_index) for c in trace.children] == [("expert", 0), ("booker", 1)]
 
 
+def turn(span_id: int, agent_name: str, start: int, end: int, parent: int = 1) -> SpanRecord:
+    """A LlamaIndex ``run_agent_step`` CHAIN span: its input event names the agent."""
+    event = json.dumps({"ctx": "<Context>", "ev": f"AgentSetup(input=[2 items], current_agent_name='{agent_name}')"})
+    return oi(span_id, "AgentWorkflow.run_agent_step", "CHAIN", start, end, parent, **{"input.value": event})
+
+
 def test_llamaindex_agent_turns_are_one_run_per_agent_and_a_handoff_links_them() -> None:
     # LlamaIndex AgentWorkflow + OpenInference: no AGENT span; per response a run_agent_step CHAIN span whose
     # input event names the agent, the tools beside it under call_tool
-    def turn(span_id: int, agent_name: str, start: int, end: int) -> SpanRecord:
-        event = json.dumps({"ctx": "<Context>", "ev": f"AgentSetup(input=[2 items], current_agent_name='{agent_name}')"})
-        return oi(span_id, "AgentWorkflow.run_agent_step", "CHAIN", start, end, 1, **{"input.value": event})
-
     spans = [oi(1, "AgentWorkflow.run", "CHAIN", 0, 100, None, **{"output.value": "StopEvent(result=...)"}),
              turn(2, "planner", 0, 10), oi_llm(3, 1, 9, 2, calls=[("c1", "search", {"q": "x"})]),
              oi(4, "AgentWorkflow.call_tool", "CHAIN", 11, 20, 1), oi_tool(5, "search", 12, 19, 4, json.dumps({"q": "x"}), "r"),
@@ -475,6 +477,21 @@ def test_an_agent_that_ran_inside_a_transfer_tool_span_is_a_child_run() -> None:
     (helper,) = boss.children
     assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
         "helper", f"{3:016x}", 0, "x is 42")
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in helper.steps] == [[("search", "42")], []]
+
+
+def test_llamaindex_agent_run_inside_another_agents_tool_is_its_child() -> None:
+    # a LlamaIndex agent run by another agent's tool: boss (AGENT) -> tool -> FunctionAgent.run -> turns, call_tool
+    spans = [oi(1, "boss", "AGENT", 0, 100, None), oi_llm(2, 0, 5, 1, calls=[("c1", "ask", {"q": "x"})]),
+             oi_tool(3, "ask", 6, 60, 1, json.dumps({"q": "x"}), "42"), oi(4, "FunctionAgent.run", "CHAIN", 7, 59, 3),
+             turn(5, "helper", 8, 20, 4), oi_llm(6, 9, 19, 5, calls=[("c2", "search", {"q": "x"})]),
+             oi(7, "FunctionAgent.call_tool", "CHAIN", 21, 30, 4), oi_tool(8, "search", 22, 29, 7, json.dumps({"q": "x"}), "42"),
+             turn(9, "helper", 31, 50, 4), oi_llm(10, 32, 49, 9, text="42"), oi_llm(11, 70, 80, 1, text="It is 42.")]
+    (boss,) = assemble(spans)
+    assert [[c.name for c in s.tool_calls] for s in boss.steps] == [["ask"], []]
+    (helper,) = boss.children
+    assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
+        "helper", f"{5:016x}", 0, "42")
     assert [[(c.name, c.result) for c in s.tool_calls] for s in helper.steps] == [[("search", "42")], []]
 
 

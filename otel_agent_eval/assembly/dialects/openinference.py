@@ -419,42 +419,68 @@ class AgentTurns(Rule):
     hint = "agent_turn"
 
     def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
-        by_root: dict[int, list[Scope]] = {}
+        by_workflow: dict[int | None, list[Scope]] = {}
         for scope in sorted(scopes.values(), key=lambda s: s.root.start_time_unix_nano):
-            if scope.agent is not None and scope.agent.agent_turn and scope.parent is None:
-                by_root.setdefault(assembly.top(scope.key).span_id, []).append(scope)
-        for root, turns in by_root.items():
-            run = scopes.get(root)
-            if run is None:
-                run = scopes[root] = Scope(root, None, assembly.records[root])
-            elif run.agent is not None:
-                continue  # an agent run around the turns: they are its own (not this framework's shape)
-            runs: dict[str, Scope] = {}
-            order: list[tuple[int, Scope]] = []
-            handoffs: list[Scope] = []
-            for turn in turns:
-                name = turn.agent.agent_name
-                if name not in runs:
-                    if not runs:
+            if scope.agent is not None and scope.agent.agent_turn:
+                by_workflow.setdefault(scope.root.parent_span_id, []).append(scope)
+        for workflow, turns in by_workflow.items():
+            self._one_workflow(assembly, scopes, workflow, turns)
+
+    def _one_workflow(self, assembly: Any, scopes: dict[int, Scope], workflow: int | None, turns: list[Scope]) -> None:
+        """The agents of one workflow run (``{Workflow}.run``, the turns' parent span)."""
+        # Where the workflow's tool spans were placed: the agent around the workflow, else its local root's scope.
+        holder = turns[0].parent
+        top = assembly.top(turns[0].key).span_id
+        if holder is None:
+            holder = scopes.get(top)
+            if holder is None:
+                holder = scopes[top] = Scope(top, None, assembly.records[top])
+        # The first agent is the run of the workflow's root span when nothing else is; else its first turn's.
+        run = holder if holder.agent is None and holder.key == top == workflow else turns[0]
+        runs: dict[str, Scope] = {}
+        order: list[tuple[int, Scope]] = []
+        handoffs: list[Scope] = []
+        for turn in turns:
+            name = turn.agent.agent_name
+            if name not in runs:
+                if not runs:
+                    if run is not turn:
                         run.agent = turn.agent
                         assembly.absorb(run, [turn], scopes)
                         run.reruns.remove(turn.agent)
-                        runs[name] = run
-                    else:
-                        runs[name] = turn
-                        turn.move_under(order[-1][1])
-                        handoffs.append(turn)
+                    runs[name] = run
                 else:
-                    assembly.absorb(runs[name], [turn], scopes)
-                order.append((turn.root.start_time_unix_nano, runs[name]))
-            starts = [start for start, _ in order]
-            for tool in list(run.tools):  # each tool to the agent whose turn started last before it
-                owner = order[max(bisect_right(starts, tool.record.start_time_unix_nano) - 1, 0)][1]
-                if owner is not run:
-                    run.tools.remove(tool)
-                    owner.tools.append(tool)
-            for target in handoffs:
-                self._started_by(assembly, target, target.parent)
+                    runs[name] = turn
+                    turn.move_under(order[-1][1])
+                    handoffs.append(turn)
+            else:
+                assembly.absorb(runs[name], [turn], scopes)
+            order.append((turn.root.start_time_unix_nano, runs[name]))
+        starts = [start for start, _ in order]
+        for tool in self._tools_of(assembly, workflow, holder):  # each to the agent whose turn started last before it
+            owner = order[max(bisect_right(starts, tool.record.start_time_unix_nano) - 1, 0)][1]
+            if owner is not holder:
+                if tool in holder.tools:
+                    holder.tools.remove(tool)
+                owner.tools.append(tool)
+        for owner in runs.values():
+            owner.tools.sort(key=lambda op: (op.record.start_time_unix_nano, op.span_id))
+        for target in handoffs:
+            self._started_by(assembly, target, target.parent)
+
+    @staticmethod
+    def _tools_of(assembly: Any, workflow: int | None, holder: Scope) -> list[Operation]:
+        """The workflow's tool calls: in the scope around it, or, when the workflow runs inside another
+        agent's tool call, placed in none (a tool inside a tool); a tool inside one of them is its work."""
+        if workflow is None or workflow == holder.key:
+            return list(holder.tools)
+        found = []
+        for op in assembly.ops.values():
+            if op.kind == TOOL and workflow in assembly.ancestors(op.span_id):
+                outer = assembly.nearest(op.span_id, TOOL)
+                if outer is None or workflow not in assembly.ancestors(outer.span_id):
+                    found.append(op)
+        return sorted(found, key=lambda op: (op.record.start_time_unix_nano, op.span_id))
 
     @staticmethod
     def _started_by(assembly: Any, target: Scope, source: Scope) -> None:
