@@ -27,8 +27,9 @@ In every schema: tool spans carry the model's call id (``gen_ai.tool.call.id``);
 followed by an ``execute_tool (merged)`` span with a synthetic id (not a tool call); a tool whose
 result dict has an ``error`` key ends ERROR with only ``TOOL_ERROR`` as description; a tool that
 raises ends ERROR with an exception event and ``<not specified>`` as call id; a transfer target's
-``invoke_agent`` is a sibling of the agent that transferred, and its model gets the other agent's
-turns as ``For context:`` user messages.
+``invoke_agent`` is a sibling of the agent that transferred (assembly links it by the
+``transfer_to_agent`` call: ``rules.TransferTools``), and its model gets the other agent's turns as
+``For context:`` user messages.
 """
 
 from __future__ import annotations
@@ -352,16 +353,8 @@ def test_content_is_where_each_mode_puts_it(runs: dict[tuple[str, str], Run]) ->
 
 # --- assembly --------------------------------------------------------------------------------------
 
-XFAIL_TRANSFER = pytest.mark.xfail(strict=True, reason=(
-    "ADK records a transfer target's invoke_agent as a sibling of the agent that called transfer_to_agent "
-    "(both under invoke_workflow/invocation), and nothing on the target's span names the source: assembly "
-    "reports weather_agent as a second root AgentTrace instead of the coordinator's child linked to the "
-    "transfer step (parent_step_index=0). Linking siblings by transfer_to_agent(agent_name) is a structural "
-    "rule for the new assembler (issue 15, item 1); the agents themselves are right (test_transfer_agents)."))
-
-
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("scenario", [s if s != "transfer" else pytest.param(s, marks=XFAIL_TRANSFER) for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @fidelity(by_param("mode", ADK), by_param("scenario", FIDELITY_SCENARIOS))
 def test_assembled_traces(runs: dict[tuple[str, str], Run], mode: str, scenario: str) -> None:
     run = runs[mode, scenario]

@@ -220,36 +220,20 @@ def expected_swarm(run: Run) -> list[AgentTrace]:
 
 @fidelity(by_param("swarm", AUTOGEN), "handoff (`Swarm`)")
 def test_swarm_agents(swarm: Run) -> None:
-    got = [t for t in swarm.traces() if t.steps]  # see test_swarm_no_empty_agent
-    for t in all_traces(got):
-        if t.agent_name == "weather_agent":
-            t.input = sc.QUESTION  # see test_swarm_handed_off_agent_input_is_the_users_message
-    assert_traces(got, expected_swarm(swarm))
+    assert_traces(swarm.traces(), expected_swarm(swarm))
 
 
-XFAIL_EMPTY_AGENT = pytest.mark.xfail(strict=True, reason=(
-    "AutoGen + OpenInference Swarm: the handed-off agent's native `invoke_agent weather_agent` span, around "
-    "OpenInference's `weather_agent.on_messages_stream` AGENT span, becomes a second, empty `weather_agent` "
-    "AgentTrace (no steps, no input, no output) at the top level; for the first agent (`planner`) the two "
-    "spans are merged as they should be"))
-
-
-# Static (a parametrize mark on the swarm fixture's param), so collection sees it (docs/fidelity.md).
-@pytest.mark.parametrize("swarm", ["native", pytest.param("openinference", marks=XFAIL_EMPTY_AGENT)], indirect=True)
 @fidelity(by_param("swarm", AUTOGEN), "handoff (`Swarm`)")
 def test_swarm_no_empty_agent(swarm: Run) -> None:
     """Every agent run has its steps: the native ``invoke_agent`` span around OpenInference's AGENT
-    span of the same agent is that agent, not another one."""
+    span of the same agent is that agent, not another one (``rules.StackedAgents``)."""
     assert all(t.steps for t in all_traces(swarm.traces()))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "AutoGen Swarm: the handed-off agent's span records no usable input (`invoke_agent`: none; OpenInference: a "
-    "Python repr of the messages), and AutoGen sends its model the "
-    "handoff as a *user* message after the user's question (`Transferred to weather_agent, adopting the role of "
-    "weather_agent immediately.`): assembly takes the last user message of the first model call, the transfer "
-    "message, as the agent's input instead of the user's question"))
 @fidelity(by_param("swarm", AUTOGEN), "handoff (`Swarm`)")
 def test_swarm_handed_off_agent_input_is_the_users_message(swarm: Run) -> None:
+    """AutoGen sends the handed-off agent's model the handoff as a *user* message after the user's
+    question (``Transferred to weather_agent, adopting the role of weather_agent immediately.``); it is
+    AutoGen's, not the user's (``autogen.HandoffRelay``)."""
     traces = all_traces(swarm.traces())
     assert [t.input for t in traces] == [sc.QUESTION, sc.QUESTION]

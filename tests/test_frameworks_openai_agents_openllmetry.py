@@ -14,7 +14,9 @@ under the agent that handed off. Under each agent: ``openai.response`` (CLIENT, 
 the SDK's error dict, the result the error text sent to the model); the handoff is
 ``concierge → unknown.handoff`` (``traceloop.span.kind=handoff``, ``gen_ai.handoff.from_agent``), the
 target unknown because the SDK names it only when the handoff span ends, and the target agent span
-carries no ``gen_ai.agent.handoff_parent`` for the same reason.
+carries no ``gen_ai.agent.handoff_parent`` for the same reason. Assembly links them as OpenInference
+nests them (``traceloop.WorkflowSiblings``: the agent that started inside a tool span of its name; the
+agent started next after the handoff span).
 
 The model calls record no output and no token usage: 0.62.4 reads them only from the Responses API's
 ``ResponseSpanData.response``, not from the ``GenerationSpanData`` a Chat Completions model produces.
@@ -177,7 +179,7 @@ def what_both_record(agent: dict[str, Any]) -> dict[str, Any]:
 
 @fidelity(OPENAI_AGENTS_OPENLLMETRY, "agent as tool", "failing tool", "handoff")
 def test_each_agent_assembles_as_under_openinference(run: Run, openinference_run: Run) -> None:
-    """Per agent (nesting aside: see the xfail below), the same steps, calls, arguments, results and
+    """Per agent (nesting aside: ``test_agents_are_linked_as_under_openinference``), the same steps, calls, arguments, results and
     call ids as under OpenInference, minus what OpenLLMetry does not record (``what_both_record``)."""
     ol = {n: what_both_record(t) for n, t in flat(assemble_with_logs(run.spans, run.telemetry.logs())).items()}
     oi = {n: what_both_record(t) for n, t in flat(
@@ -193,22 +195,13 @@ def links(traces: list[AgentTrace]) -> list[tuple[str, int | None, list[Any]]]:
     return [(t.agent_name, t.parent_step_index, links(t.children)) for t in traces]
 
 
-def test_the_run_assembles_as_three_unlinked_agents(run: Run) -> None:
-    """What the assembly makes of the sibling agent spans today (pinned; see the xfail below)."""
-    assert links(assemble_with_logs(run.spans, run.telemetry.logs())) == [
-        ("concierge", None, []), ("weather_expert", None, []), ("booking_agent", None, [])]
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "OpenLLMetry openai-agents 0.62.4 parents every {agent}.agent span on the Agent Workflow span: the "
-    "agent run as a tool is not under its weather_expert.tool span, and the handoff target is linked "
-    "neither by its span (no gen_ai.agent.handoff_parent) nor by the handoff span (named "
-    "'concierge → unknown.handoff', no gen_ai.handoff.to_agent: the SDK sets to_agent after the span "
-    "starts). Linking them would need new assembly rules (an agent span inside a sibling agent's tool "
-    "span's time; the agent started next after a traceloop handoff span), not done."))
 @fidelity(OPENAI_AGENTS_OPENLLMETRY, "agent as tool", "handoff")
 def test_agents_are_linked_as_under_openinference(run: Run, openinference_run: Run) -> None:
-    assert links(assemble_with_logs(run.spans)) == links(assemble_with_logs(openinference_run.spans))
+    """The sibling agent spans linked as OpenInference nests them (``traceloop.WorkflowSiblings``): the
+    agent run as a tool under the step of its tool call, the handoff target under the turn that handed off."""
+    assert links(assemble_with_logs(run.spans)) == links(assemble_with_logs(openinference_run.spans)) == [
+        ("concierge", None, [("weather_expert", 0, []), ("booking_agent", 2, [])])]
+
 
 
 def labels(run: Run) -> dict[tuple[str, str], str]:

@@ -9,7 +9,8 @@ parallel and failing tools is ``test_frameworks_strands.py``, streamed the same 
 - Swarm: ``invoke_swarm`` -> one ``invoke_agent`` per node, siblings. Each node's model gets the
   swarm's ``Context:`` prompt (handoff message, ``User Request: {task}``, other agents) instead of
   the user's message; assembly takes the ``User Request`` as the agent's input. The handoff is a
-  ``handoff_to_agent`` tool call; nothing on the target's span names the agent that handed off.
+  ``handoff_to_agent`` tool call; nothing on the target's span names the agent that handed off, so
+  assembly links the target to the handoff step by that call (``rules.TransferTools``).
 """
 
 from __future__ import annotations
@@ -136,14 +137,6 @@ def expected_swarm(run: Run) -> list[AgentTrace]:
 EXPECTED = {"agent_as_tool": expected_agent_as_tool, "swarm": expected_swarm}
 OUTPUTS = {"agent_as_tool": sc.UMBRELLA + "\n", "swarm": "Status.COMPLETED"}
 
-XFAIL_SWARM = pytest.mark.xfail(strict=True, reason=(
-    "A Strands swarm records every node's invoke_agent as a sibling under invoke_swarm, and nothing on "
-    "the target's span names the agent that called handoff_to_agent: assembly reports weather_agent as a "
-    "second root AgentTrace instead of triage's child linked to the handoff step (parent_step_index=0). "
-    "Linking siblings by handoff_to_agent(agent_name) is a structural rule for the new assembler (issue 15, "
-    "item 1); each agent is right on its own (test_swarm_agents)."))
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_scripted_run_streamed(runs: dict[tuple[str, str], Run], mode: str, scenario: str) -> None:
@@ -155,7 +148,7 @@ def test_the_scripted_run_streamed(runs: dict[tuple[str, str], Run], mode: str, 
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("scenario", [s if s != "swarm" else pytest.param(s, marks=XFAIL_SWARM) for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 @fidelity(STRANDS, by_param("scenario", {"agent_as_tool": "agent as tool (`as_tool()`)", "swarm": "swarm (`handoff_to_agent`)"}))
 def test_assembled_traces(runs: dict[tuple[str, str], Run], mode: str, scenario: str) -> None:
     run = runs[mode, scenario]

@@ -15,7 +15,10 @@ Algorithm (see docs/architecture.md, "Assembly"):
    dialect modules, run only when the index saw their hint) may add or remove agents
    before scopes are made, re-parent scopes once made, and merge them once the calls are
    placed: LangGraph sub-graphs, turn nodes and handoff tools (``dialects/langgraph.py``),
-   OpenAI Agents handoff links (``dialects/openinference.py``).
+   OpenAI Agents handoff links and LlamaIndex agent turns (``dialects/openinference.py``),
+   OpenLLMetry's sibling agents (``dialects/traceloop.py``), AutoGen's handoff relay
+   (``dialects/autogen.py``), and general ones several frameworks list (``rules.py``:
+   transfer tools, stacked agent spans, an answer recorded only on the agent span).
 3. Steps: an explicit step span (Strands cycle, Vercel ``step N``, OpenAI Agents
    ``turn``) is one step, whatever LLM and tool spans it contains (nearest step
    span wins, so nested cycles work). Every other LLM span is one step, in start
@@ -34,8 +37,11 @@ Algorithm (see docs/architecture.md, "Assembly"):
 5. A call still without an id takes it from a later model call's input, where the
    call and its result were echoed back with their id; an executed call whose tool
    span recorded no result (event-only content, a failed tool, a handoff) takes the
-   result echoed back to the model the same way. Arguments come from the tool span,
-   unless it only holds a bare value where the request has an object.
+   result echoed back to the model the same way; a requested call with no tool span
+   that the framework refused to run (the next model call's input echoes an error in
+   its place: the AI SDK's ``error-text``) takes that error as its result and error.
+   Arguments come from the tool span, unless it only holds a bare value where the
+   request has an object.
 6. One validation of each run into the public model (``AgentTrace.model_validate``).
 
 Every trace takes this one path: there is no shortcut for a common shape.
@@ -69,12 +75,10 @@ from ..metadata import run_metadata
 from ..model import AgentStep, AgentTrace, step_texts
 from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
 from .index import TraceIndex
-from .rules import Scope
+from .rules import CLOCK_SKEW_NS, Scope
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""
-CLOCK_SKEW_NS = 5_000_000
-"""Tolerance when ordering a tool span after the LLM span that requested it."""
 
 
 def _start_order(op: Operation) -> tuple[int, int]:
@@ -321,6 +325,8 @@ class TraceAssembly(TraceIndex):
         others: list[Operation] | None = None
         for index, draft in enumerate(drafts):
             for call in draft.calls:
+                if not call.executed and call.call_id is not None and index + 1 < len(drafts):
+                    _refusal(call, drafts[index + 1])
                 if call.result is not None or not call.executed or call.call_id is None:
                     continue
                 found = _MISSING
@@ -654,6 +660,20 @@ def _echoed_result(call: _CallDraft, messages: list[Message] | None, strict: boo
             if call_id == call.call_id and echoed is not None:
                 return echoed
     return _MISSING
+
+
+def _refusal(call: _CallDraft, after: _StepDraft) -> None:
+    """A requested call with no tool span that the framework refused to run (``Message.refused``): the
+    error it sent the model in its place, as the next model call's input echoes it, is the call's
+    result and error."""
+    for llm in after.llms:
+        for message in llm.input_messages or ():
+            if call.call_id in message.refused:
+                for call_id, echoed in message.tool_results:
+                    if call_id == call.call_id and echoed is not None:
+                        call.result = echoed
+                        call.error = echoed if isinstance(echoed, str) else canonical_json(echoed)
+                        return
 
 
 def _fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:

@@ -11,6 +11,9 @@ core calls its hooks at three points and knows nothing of what they do:
 
 ``assembly`` is the core's ``TraceAssembly``: ``ops``, ``records``, ``ancestors``, ``nearest``,
 ``top``, ``scope_of``, ``absorb``, ``nested_runs`` and ``started_by``.
+
+General rules, owned by no one framework, are here too; the dialect modules whose frameworks need
+them list them in their ``RULES`` (``TRANSFER_TOOLS``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .dialects.base import Operation
+from .dialects.base import AGENT, LLM, TOOL, Message, Operation
+
+CLOCK_SKEW_NS = 5_000_000
+"""Tolerance when ordering spans of one run by their start times (clocks, and coarse JS timestamps)."""
 
 if TYPE_CHECKING:
     from ..records import SpanRecord
@@ -74,3 +80,139 @@ class Rule:
 
     def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
         """Calls placed: merge or re-link scopes."""
+
+
+def _start(scope: Scope) -> int:
+    return scope.root.start_time_unix_nano
+
+
+class TransferTools(Rule):
+    """A tool that transfers the run to another agent by name makes that agent the caller's child.
+
+    ADK's ``transfer_to_agent`` and a Strands swarm's ``handoff_to_agent`` record the target's agent
+    span as a sibling of the caller's (both under the workflow span), and nothing on the target names
+    the caller: the tree alone makes it a second root. The dialect marks such a tool with the argument
+    that names the target (``Operation.transfer_argument``); the first agent of that name started
+    after the tool, a sibling of the caller (or already inside it), is its child, linked to the step
+    of that tool call. The name comes from the tool span's arguments, else from the model's request
+    of that call (event-only content).
+
+    With no agent span of that name, an agent that ran inside the tool span (CrewAI's ``Delegate work
+    to coworker``: the coworker's model and tool spans under the tool span, no AGENT span) is that
+    agent's run: its own AgentTrace, keyed by the tool span, not steps of the caller.
+    """
+
+    hint = "transfer_argument"
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        queue = sorted(scopes.values(), key=_start)
+        while queue:
+            source = queue.pop(0)
+            for tool in list(source.tools):
+                name = _transfer_target(tool, source) if tool.transfer_argument else None
+                if name is None:
+                    continue
+                after = tool.record.start_time_unix_nano - CLOCK_SKEW_NS
+                target = min((
+                    scope for scope in scopes.values()
+                    if scope.agent is not None and scope.agent.agent_name == name
+                    and scope.key not in assembly.started_by and _start(scope) >= after
+                    and (scope.parent is source.parent or scope.within(source)) and not source.within(scope)
+                ), key=_start, default=None)
+                if target is None:
+                    target = _ran_inside(assembly, tool, source, name, scopes)
+                    if target is None:
+                        continue
+                    queue.append(target)
+                if not target.within(source):
+                    target.move_under(source)
+                assembly.started_by[target.key] = tool.span_id
+
+
+def _ran_inside(assembly: Any, tool: Operation, source: Scope, name: str, scopes: dict[int, Scope]) -> Scope | None:
+    """The run of agent ``name`` inside ``tool``'s span, from the model calls under it; None without any."""
+    llms = [llm for llm in source.llms if tool.span_id in assembly.ancestors(llm.span_id)]
+    if not llms or tool.span_id in scopes:
+        return None
+    run = scopes[tool.span_id] = Scope(tool.span_id, Operation(record=tool.record, kind=AGENT, agent_name=name), tool.record)
+    run.llms = llms
+    source.llms = [llm for llm in source.llms if llm not in llms]
+    run.tools = sorted((  # its tool calls: placed in no scope, inside the caller's tool call
+        op for op in assembly.ops.values()
+        if op.kind == TOOL and op is not tool and assembly.nearest(op.span_id, TOOL) is tool
+    ), key=lambda op: (op.record.start_time_unix_nano, op.span_id))
+    return run
+
+
+def _transfer_target(tool: Operation, source: Scope) -> str | None:
+    """The agent a transfer tool names: in its span's arguments, else in the request for it."""
+    key = tool.transfer_argument
+    arguments = tool.tool_arguments
+    if not isinstance(arguments, dict):
+        arguments = next((
+            call.arguments for llm in source.llms for message in llm.output_messages or () for call in message.tool_calls
+            if (call.call_id in tool.tool_call_ids if tool.tool_call_ids else call.name == tool.tool_name)
+        ), None)
+    target = arguments.get(key) if isinstance(arguments, dict) else None
+    return target if isinstance(target, str) and target else None
+
+
+TRANSFER_TOOLS = TransferTools()
+
+
+class AnswerOnTheAgent(Rule):
+    """The last model response of a run, when its span recorded no output, has the answer the agent span
+    recorded: a framework that writes a response's text only on the agent span (Semantic Kernel without
+    its log records: ``invoke_agent``'s ``gen_ai.output.messages``) still gives that step its text.
+
+    Only a response whose output is unknown (not an empty or tool-calling one), that did not fail, and
+    only the answer's text (the agent span states no calls)."""
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        for scope in scopes.values():
+            agent = scope.reruns[-1] if scope.reruns else scope.agent
+            if agent is None or not agent.output_messages or not scope.llms:
+                continue
+            last = scope.llms[-1]
+            if last.output_messages is None and last.error is None:
+                answer = [Message("assistant", texts=list(m.texts)) for m in agent.output_messages
+                          if m.role == "assistant" and m.texts]
+                last.output_messages = answer or None
+
+
+ANSWER_ON_THE_AGENT = AnswerOnTheAgent()
+
+
+class StackedAgents(Rule):
+    """An agent span whose only content is an agent span of the same name inside it is that agent, recorded
+    twice by two instrumentations (AutoGen's native ``invoke_agent`` around OpenInference's
+    ``on_messages_stream`` AGENT span): the outer one is no agent; the inner one, nearer the calls,
+    is, with what only the outer one recorded. Without this, a rule that re-parents the inner one (a
+    handoff) leaves the outer one an empty agent run."""
+
+    _FIELDS = ("conversation_id", "input_messages", "output_messages", "error", "tool_definitions")
+
+    def prepare(self, assembly: Any) -> None:
+        pairs = []
+        for op in assembly.ops.values():
+            if op.kind == AGENT and op.agent_name:
+                outer = assembly.nearest(op.span_id, AGENT)
+                if outer is not None and outer.agent_name == op.agent_name:
+                    pairs.append((outer, op))
+        if not pairs:
+            return  # the common case: no agent inside one of its name
+        owners: dict[int, int] = {}
+        for op in assembly.ops.values():
+            if op.kind in (LLM, TOOL, AGENT):
+                owner = assembly.nearest(op.span_id, AGENT)
+                if owner is not None:
+                    owners[owner.span_id] = owners.get(owner.span_id, 0) + 1
+        stacked = [(outer, inner) for outer, inner in pairs if owners.get(outer.span_id) == 1]
+        for outer, inner in stacked:
+            for name in self._FIELDS:
+                if getattr(inner, name) in (None, []) and getattr(outer, name) not in (None, []):
+                    setattr(inner, name, getattr(outer, name))
+        assembly.remove(sorted({outer.span_id for outer, _ in stacked}))
+
+
+STACKED_AGENTS = StackedAgents()

@@ -139,7 +139,8 @@ class ToolCallAccuracy(Evaluator):
 class ToolFailureRecovery(Evaluator):
     """Was every failed tool call recovered?
 
-    A failed call is recovered only by a later successful retry of that call (the
+    A failed call (an executed one with an error, or one the framework refused to run) is
+    recovered only by a later successful retry of that call (the
     same tool with the same identifying arguments) or a later successful call of a
     fallback tool the matching rule names (``fallback_tools: {"refund_order":
     ["refund_order_v2"]}``). An unrelated success does not recover it, and neither
@@ -177,7 +178,8 @@ class ToolFailureRecovery(Evaluator):
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         if not trace.steps:
             return [self.skipped(trace, "no LLM turn recorded: nothing to check", reason="no_steps")]
-        calls = [c for c in trace.tool_calls if c.executed]
+        # A call the framework refused to run (input its schema rejected: no tool span, an error) failed too.
+        calls = [c for c in trace.tool_calls if c.executed or c.failed]
         if not any(call.failed for call in calls):
             return [self.scored(trace, 1.0, "no tool call failed", {"failed": 0})]
         rule = self.rule_for(trace)

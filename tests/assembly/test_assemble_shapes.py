@@ -394,6 +394,156 @@ def test_handoff_target_sibling_is_linked_to_the_step_that_handed_off() -> None:
     assert (child.agent_name, child.parent_step_index, child.final_output) == ("booker", 0, "Booked.")
 
 
+def test_a_transfer_tool_links_the_sibling_agent_it_names_to_its_step() -> None:
+    # Strands swarm / ADK transfer_to_agent: swarm -> triage, weather (siblings); triage's tool names weather.
+    # Event-only content: the name comes from the model's request when the tool span has no arguments.
+    strands = {"gen_ai.provider.name": "strands-agents"}
+    swarm = span(1, "invoke_swarm", 0, 200, None)
+    for with_arguments in (True, False):
+        spans = [swarm, agent(2, "triage", 0, 50, 1), agent(5, "other", 0, 40, 1),
+                 chat(3, 1, 10, 2, calls=[("h1", "handoff_to_agent", {"agent_name": "weather"})]),
+                 tool(4, "handoff_to_agent", 11, 12, 2, call_id="h1", args={"agent_name": "weather"} if with_arguments else None),
+                 chat(6, 20, 30, 2, text="handed off"), agent(7, "weather", 60, 100, 1), chat(8, 61, 70, 7, text="rainy")]
+        spans = [dataclasses.replace(s, attributes={**s.attributes, **strands}) for s in spans]
+        traces = {t.agent_name: t for t in assemble(spans)}
+        assert set(traces) == {"triage", "other"}
+        (child,) = traces["triage"].children
+        assert (child.agent_name, child.parent_step_index, child.final_output) == ("weather", 0, "rainy")
+
+
+def test_openllmetry_sibling_agents_are_linked_by_tool_time_and_handoff_span() -> None:
+    # OpenLLMetry openai-agents: every agent span under the workflow; one ran inside a tool span of its
+    # name, the next started after a handoff span that does not name it
+    def tl(s: SpanRecord, kind: str) -> SpanRecord:
+        return dataclasses.replace(s, attributes={**s.attributes, "traceloop.span.kind": kind})
+
+    spans = [tl(span(1, "Agent Workflow", 0, 200, None), "workflow"), tl(agent(2, "boss", 0, 100, 1), "agent"),
+             chat(3, 1, 10, 2), tl(tool(4, "expert", 11, 40, 2, args={"input": "q"}, result="a"), "tool"),
+             tl(agent(5, "expert", 12, 39, 1), "agent"), chat(6, 13, 38, 5, text="a"), chat(7, 41, 50, 2),
+             tl(span(8, "boss → unknown.handoff", 51, 52, 2, **{"gen_ai.handoff.from_agent": "boss"}), "handoff"),
+             tl(agent(9, "booker", 60, 90, 1), "agent"), chat(10, 61, 89, 9, text="booked")]
+    (trace,) = assemble(spans)
+    assert [(c.agent_name, c.parent_step_index) for c in trace.children] == [("expert", 0), ("booker", 1)]
+
+
+def turn(span_id: int, agent_name: str, start: int, end: int, parent: int = 1) -> SpanRecord:
+    """A LlamaIndex ``run_agent_step`` CHAIN span: its input event names the agent."""
+    event = json.dumps({"ctx": "<Context>", "ev": f"AgentSetup(input=[2 items], current_agent_name='{agent_name}')"})
+    return oi(span_id, "AgentWorkflow.run_agent_step", "CHAIN", start, end, parent, **{"input.value": event})
+
+
+def test_llamaindex_agent_turns_are_one_run_per_agent_and_a_handoff_links_them() -> None:
+    # LlamaIndex AgentWorkflow + OpenInference: no AGENT span; per response a run_agent_step CHAIN span whose
+    # input event names the agent, the tools beside it under call_tool
+    spans = [oi(1, "AgentWorkflow.run", "CHAIN", 0, 100, None, **{"output.value": "StopEvent(result=...)"}),
+             turn(2, "planner", 0, 10), oi_llm(3, 1, 9, 2, calls=[("c1", "search", {"q": "x"})]),
+             oi(4, "AgentWorkflow.call_tool", "CHAIN", 11, 20, 1), oi_tool(5, "search", 12, 19, 4, json.dumps({"q": "x"}), "r"),
+             turn(6, "planner", 21, 30), oi_llm(7, 22, 29, 6, calls=[("c2", "handoff", {"to_agent": "helper"})]),
+             oi(8, "AgentWorkflow.call_tool", "CHAIN", 31, 40, 1),
+             oi_tool(9, "handoff", 32, 39, 8, json.dumps({"to_agent": "helper"}), "handed off"),
+             turn(10, "helper", 41, 50), oi_llm(11, 42, 49, 10, text="42")]
+    (planner,) = assemble(spans)
+    assert (planner.agent_name, planner.agent_span_id, [[c.name for c in s.tool_calls] for s in planner.steps]) == (
+        "planner", f"{1:016x}", [["search"], ["handoff"]])
+    (helper,) = planner.children
+    assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
+        "helper", f"{10:016x}", 1, "42")
+
+
+def test_an_exception_event_makes_a_tool_call_an_error_even_with_an_ok_status_and_a_result() -> None:
+    from otel_agent_eval.records import SpanEvent
+
+    raised = SpanEvent(name="exception", time_unix_nano=15 * MS,
+                       attributes={"exception.type": "ValueError", "exception.message": "bad city"})
+    handoff = SpanEvent(name="exception", time_unix_nano=15 * MS, attributes={"exception.type": "ParentCommand"})
+    for events, error in (((raised,), "ValueError: bad city"), ((handoff,), None), ((), None)):
+        failed = dataclasses.replace(tool(3, "t", 11, 20, call_id="c1", result="Error: bad city"), events=events)
+        spans = [agent(), chat(2, 0, 10, calls=[("c1", "t", {})]), failed, chat(4, 30, 40, text="ok")]
+        (trace,) = assemble(spans)
+        (call_t,) = trace.steps[0].tool_calls
+        assert (call_t.error, call_t.result) == (error, "Error: bad city")
+
+
+def test_the_last_response_without_output_takes_the_answer_recorded_on_the_agent_span() -> None:
+    # Semantic Kernel without its log records: chat spans record no content, the agent span the answer
+    answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Sunny."}]}])
+    root = dataclasses.replace(agent(), attributes={**agent().attributes, "gen_ai.output.messages": answer})
+    bare = {"gen_ai.operation.name": "chat"}
+    spans = [root, span(2, "chat m", 0, 10, **bare), tool(3, "t", 11, 20, call_id="c1", result="r"), span(4, "chat m", 30, 40, **bare)]
+    (trace,) = assemble(spans)
+    assert [s.output for s in trace.steps] == [None, "Sunny."]
+    assert trace.final_output == "Sunny."
+
+
+def test_a_call_the_framework_refused_to_run_is_an_error_with_the_text_sent_instead() -> None:
+    # Vercel AI SDK: arguments the tool's schema rejects run no tool; the next call's input has an error-text result
+    def ai(span_id: int, operation: str, start: int, end: int, parent: int | None, **attrs) -> SpanRecord:
+        return span(span_id, operation, start, end, parent, **{"ai.operationId": operation, **attrs})
+
+    calls = json.dumps([{"toolCallId": "c1", "toolName": "book", "input": json.dumps({"restaurant": "X"})}])
+    sent = "Invalid input for tool book: people is required"
+    history = json.dumps([
+        {"role": "user", "content": [{"type": "text", "text": "Book X."}]},
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "c1", "toolName": "book", "input": {"restaurant": "X"}}]},
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "c1", "toolName": "book",
+                                      "output": {"type": "error-text", "value": sent}}]}])
+    spans = [ai(1, "ai.generateText", 0, 100, None), ai(2, "ai.generateText.doGenerate", 1, 10, 1, **{"ai.response.toolCalls": calls}),
+             ai(3, "ai.generateText.doGenerate", 11, 20, 1, **{"ai.prompt.messages": history, "ai.response.text": "How many?"})]
+    (trace,) = assemble(spans)
+    (refused,) = trace.steps[0].tool_calls
+    assert (refused.requested, refused.executed, refused.result, refused.error) == (True, False, sent, sent)
+
+
+def test_an_agent_span_around_one_of_the_same_agent_is_that_agent_when_a_handoff_moves_it() -> None:
+    # AutoGen + OpenInference Swarm: native invoke_agent -> OpenInference AGENT span of the same agent; the
+    # target names its source (graph.node.parent_id); AutoGen relays the handoff to its model as a user message
+    question = {"role": "user", "content": "Weather in Oslo?"}
+    relay = {"role": "user", "content": "Transferred to helper, adopting the role of helper immediately."}
+    spans = [span(1, "run", 0, 100, None),
+             agent(2, "boss", 0, 40, 1), oi(3, "boss.on_messages_stream", "AGENT", 1, 39, 2, **{"graph.node.id": "boss"}),
+             chat(4, 2, 10, 3, calls=[("c1", "transfer_to_helper", {})], inputs=[question]),
+             agent(5, "helper", 50, 90, 1),
+             oi(6, "helper.on_messages_stream", "AGENT", 51, 89, 5, **{"graph.node.id": "helper", "graph.node.parent_id": "boss"}),
+             chat(7, 52, 60, 6, text="Rainy.", inputs=[question, relay])]
+    (boss,) = assemble(spans)
+    (helper,) = boss.children
+    assert (boss.agent_span_id, helper.agent_span_id) == (f"{3:016x}", f"{6:016x}")
+    assert (helper.agent_name, helper.input, helper.final_output) == ("helper", "Weather in Oslo?", "Rainy.")
+
+
+def test_an_agent_that_ran_inside_a_transfer_tool_span_is_a_child_run() -> None:
+    # CrewAI + OpenInference delegation: no AGENT span for the coworker, its spans under the delegation tool
+    args = {"task": "Find x.", "coworker": "helper"}
+    delegate = oi_tool(3, "Delegate work to coworker", 11, 50, 1, json.dumps(args), "x is 42")
+    delegate = dataclasses.replace(delegate, attributes={
+        **delegate.attributes, "tool.description": "Tool Name: delegate_work_to_coworker\nTool Arguments: {}"})
+    spans = [oi(1, "boss", "AGENT", 0, 100, None), oi_llm(2, 0, 10, 1, calls=[("c1", "delegate_work_to_coworker", args)]),
+             delegate, oi_llm(4, 12, 20, 3, calls=[("c2", "search", {"q": "x"})]),
+             oi_tool(5, "search", 21, 25, 3, json.dumps({"q": "x"}), "42"), oi_llm(6, 26, 40, 3, text="x is 42"),
+             oi_llm(7, 60, 70, 1, text="Done: 42")]
+    (boss,) = assemble(spans)
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in boss.steps] == [[("delegate_work_to_coworker", "x is 42")], []]
+    (helper,) = boss.children
+    assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
+        "helper", f"{3:016x}", 0, "x is 42")
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in helper.steps] == [[("search", "42")], []]
+
+
+def test_llamaindex_agent_run_inside_another_agents_tool_is_its_child() -> None:
+    # a LlamaIndex agent run by another agent's tool: boss (AGENT) -> tool -> FunctionAgent.run -> turns, call_tool
+    spans = [oi(1, "boss", "AGENT", 0, 100, None), oi_llm(2, 0, 5, 1, calls=[("c1", "ask", {"q": "x"})]),
+             oi_tool(3, "ask", 6, 60, 1, json.dumps({"q": "x"}), "42"), oi(4, "FunctionAgent.run", "CHAIN", 7, 59, 3),
+             turn(5, "helper", 8, 20, 4), oi_llm(6, 9, 19, 5, calls=[("c2", "search", {"q": "x"})]),
+             oi(7, "FunctionAgent.call_tool", "CHAIN", 21, 30, 4), oi_tool(8, "search", 22, 29, 7, json.dumps({"q": "x"}), "42"),
+             turn(9, "helper", 31, 50, 4), oi_llm(10, 32, 49, 9, text="42"), oi_llm(11, 70, 80, 1, text="It is 42.")]
+    (boss,) = assemble(spans)
+    assert [[c.name for c in s.tool_calls] for s in boss.steps] == [["ask"], []]
+    (helper,) = boss.children
+    assert (helper.agent_name, helper.agent_span_id, helper.parent_step_index, helper.final_output) == (
+        "helper", f"{5:016x}", 0, "42")
+    assert [[(c.name, c.result) for c in s.tool_calls] for s in helper.steps] == [[("search", "42")], []]
+
+
 def test_openinference_tool_error_from_span_status() -> None:
     failed = oi_tool(3, "t", 11, 20, 1, json.dumps({"a": 1}), "An error occurred.")
     failed = dataclasses.replace(failed, status_code="ERROR", status_message="Error running tool")

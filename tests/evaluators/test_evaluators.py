@@ -122,6 +122,13 @@ def test_requested_but_not_executed_calls_are_not_failures() -> None:
     assert result.label == "pass"
 
 
+def test_a_call_the_framework_refused_to_run_is_a_failure() -> None:
+    refused = ToolCall(name="book", arguments={"restaurant": "X"}, error="Invalid input for tool book", executed=False)
+    for later, label in (((), "fail"), ((ToolCall(name="book", arguments={"restaurant": "X"}, result="booked"),), "pass")):
+        (result,) = ToolFailureRecovery().evaluate(trace(refused, *later))
+        assert result.label == label
+
+
 def test_loop_detection_counts_identical_arguments_only() -> None:
     same = [ToolCall(name="s", arguments={"q": "x"}) for _ in range(3)]
     (looping,) = LoopDetection(threshold_calls=3).evaluate(trace(*same))

@@ -89,8 +89,9 @@ OPENAI_AGENTS_OPENLLMETRY = Stack(
     call_ids="not on tool spans, no model output: recovered from the echo",
     arguments="`gen_ai.tool.call.arguments`",
     tool_errors="ERROR, `str()` of the SDK's error dict",
-    agents="every agent span is a sibling under the workflow span: nothing links an agent run as a tool or a handoff "
-           "target to its caller; no model text, no usage")
+    agents="every agent span is a sibling under the workflow span: the agent that started inside a tool span of its "
+           "name is that call's child, the agent started next after a `handoff` span the child of the agent that "
+           "handed off (`traceloop.WorkflowSiblings`); no model text, no usage")
 OPENAI_V2 = Stack(
     "`openai` client, hand-rolled loop", "OpenTelemetry `openai-v2` 2.4b0 (util-genai 1.1b0), span-only and event-only",
     call_ids="yes",
@@ -119,7 +120,8 @@ STRANDS = Stack(
     tool_errors="ERROR with the exception message; Bedrock result blocks unwrapped",
     agents="`invoke_agent` span; one step per event-loop cycle. Agent as tool: the nested `invoke_agent` under the "
            "tool span is a child at that step. Swarm: every node's `invoke_agent` is a sibling under `invoke_swarm`, "
-           "its input the `User Request` of the swarm's `Context:` prompt")
+           "its input the `User Request` of the swarm's `Context:` prompt; the agent a `handoff_to_agent` call names "
+           "is the caller's child at that step (`rules.TransferTools`)")
 PYDANTIC_AI = Stack(
     "pydantic-ai", "its own instrumentation",
     call_ids="yes", arguments="yes", tool_errors="`ToolRetryError` from the span", agents="agent span")
@@ -143,7 +145,8 @@ LLAMAINDEX_FUNCTION = Stack(
               "results the text of the `ToolOutput`",
     tool_errors=_ECHO_ERROR,
     agents="no AGENT span: the agents' names only in Python reprs on `run_agent_step` spans "
-           "(`current_agent_name='planner'`), so the run is named after its root span `AgentWorkflow.run`; root "
+           "(`current_agent_name='planner'`): each such span is a turn of the agent it names, an agent's turns its "
+           "run, split at the handoff and linked to it (`openinference.AgentTurns`); root "
            "output is a truncated `StopEvent(...)` repr, so the final output comes from the last step; no usage "
            "when streamed (LlamaIndex does not ask for it)")
 LLAMAINDEX_REACT = Stack(
@@ -151,7 +154,8 @@ LLAMAINDEX_REACT = Stack(
     call_ids="none (tool use is text)",
     arguments="from the tool spans, unwrapped",
     tool_errors="ERROR + exception event; no result (the observation is echoed without an id)",
-    agents="the name is recorded nowhere (the root span is `ReActAgent.run`); the last response's `Thought:` is its "
+    agents="the name (`reactor`) only in the event reprs of its `run_agent_step` spans: read there, not the root "
+           "span's `ReActAgent.run`; the last response's `Thought:` is its "
            "thought, its `Answer:` the final output")
 _SK = "Semantic Kernel 1.45 `ChatCompletionAgent`"
 _SK_DIAGNOSTICS = "native GenAI diagnostics (`SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true`)"
@@ -176,16 +180,18 @@ AUTOGEN = {
         call_ids="on tool spans and in the messages",
         arguments="none on tool spans: from the requesting response",
         tool_errors="ERROR + `error.type` + exception event, no result; the result is the error text from the echo",
-        agents="`invoke_agent {name}` span (no input, no output: from the model calls); in a team every agent turn "
-               "is its own trace: agents not linked"),
+        agents="`invoke_agent {name}` span (no input, no output: from the model calls; the handoff message AutoGen "
+               "sends the next agent's model as a user message is not its input: `autogen.HandoffRelay`); in a team "
+               "every agent turn is its own trace: agents not linked"),
     "openinference": Stack(
         _AUTOGEN, "OpenInference `autogen-agentchat` 0.1.22 on top of the native spans (own venv)",
         call_ids="in the messages and on the native tool span",
         arguments="OpenInference's TOOL span (wraps the native `execute_tool`: one call, not two)",
         tool_errors="OpenInference TOOL span OK with the error text as output, the native span inside it ERROR: an error",
         agents="one trace under `Swarm.run_stream`: the handed-off agent is a child of the step that handed off; "
-               "each agent's AGENT span sits inside its native `invoke_agent` span (two spans, one agent); the "
-               "handed-off agent's input a Python repr of the messages"),
+               "each agent's AGENT span sits inside its native `invoke_agent` span: two spans, one agent "
+               "(`rules.StackedAgents`); the handed-off agent's input a Python repr of the messages, read from its "
+               "model calls instead (`autogen.HandoffRelay`)"),
 }
 _CREWAI = "CrewAI 1.15 (native OpenAI provider)"
 CREWAI = {
@@ -201,7 +207,8 @@ CREWAI = {
                "task's agent) is not read as a handoff. Delegation (`allow_delegation=True`): the TOOL span's "
                "`tool.name` is `Delegate work to coworker`, the model-facing name read from the first line of "
                "`tool.description`; the coworker has no AGENT span (its spans sit under the delegation tool, its role "
-               "only in the tool's arguments)"),
+               "only in the tool's `coworker` argument): the agent that ran inside the tool span is a child AgentTrace at the "
+               "delegating step (`rules.TransferTools`)"),
     "events": Stack(
         _CREWAI, "OpenInference `crewai` 1.1.21 in event-listener mode (`use_event_listener=True`), alone (own venv)",
         call_ids="on the LLM span only",
@@ -225,8 +232,10 @@ AGNO = Stack(
 _ADK = "Google ADK 2.13 (`LiteLlm` model wrapper, own venv)"
 _ADK_AGENTS = ("`invoke_agent` span. Agent as tool: the nested run (its own `invoke_workflow`/`invocation` and session) "
                "is a child linked to the step whose call ran it. Transfer: the target's `invoke_agent` is a sibling of "
-               "the coordinator's and names no source; its input is the user's message (ADK's `For context:` relays "
-               "read as role `other_agent`)")
+               "the coordinator's and names no source; the first agent named by the call's `agent_name` started "
+               "after it is the coordinator's child at that step (`rules.TransferTools`; event-only: the name from "
+               "the model's request); its input is the user's message (ADK's `For context:` relays read as role "
+               "`other_agent`)")
 _ADK_IDS = ("kept (LiteLLM passes the model's ids through); a raising tool's is `<not specified>`: the call takes the "
             "model's id by name and arguments; the `execute_tool (merged)` span after a parallel batch (synthetic id) "
             "is no call")

@@ -212,7 +212,7 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
         provider.shutdown()
     assert status == 0, report
     assert report["flushed"] and report["new_judge"] and report["judge_shared"] and report["log_taken"]
-    assert report["phases"] == [[report["own"], "deterministic"], [report["own"], "judge"]]
+    assert sorted(report["phases"]) == [[report["own"], "deterministic"], [report["own"], "judge"]]  # the stages run side by side
     assert report["judged"] == ["pass"]
     assert (report["evaluated"], report["judged_count"]) == (1, 1)  # the child's own counts, from zero
-    assert [e.phase for e in sink.evaluated] == ["deterministic", "judge"]  # the parent's run after the fork
+    assert sorted(e.phase for e in sink.evaluated) == ["deterministic", "judge"]  # the parent's run after the fork

@@ -37,14 +37,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...records import SpanRecord
-from . import adk, langgraph, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
-from .base import AGENT, OTHER, Message, Operation, RequestedCall, span_name_subject
+from . import adk, autogen, langgraph, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
+from .base import AGENT, OTHER, TOOL, Message, Operation, RequestedCall, span_name_subject, tool_error
 
 DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
-FRAMEWORKS = (langgraph,)
+FRAMEWORKS = (langgraph, autogen)
 """Modules with structural rules but no span reading of their own (their spans come through the dialects)."""
-RULES = tuple(rule for module in (*DIALECTS, *FRAMEWORKS) for rule in getattr(module, "RULES", ()))
-"""Every framework's structural rules (``assembly/rules.py``), in registration order."""
+RULES = tuple(dict.fromkeys(rule for module in (*DIALECTS, *FRAMEWORKS) for rule in getattr(module, "RULES", ())))
+"""Every framework's structural rules (``assembly/rules.py``), in registration order; a general rule
+several frameworks list runs once."""
 
 IGNORING = tuple(dialect for dialect in DIALECTS if hasattr(dialect, "ignores"))
 FINISHING = tuple(dialect for dialect in DIALECTS if hasattr(dialect, "finish"))
@@ -143,6 +144,8 @@ def read_operation(record: SpanRecord) -> Operation | None:
     for dialect in FINISHING:
         if dialect in found:
             dialect.finish(op)
+    if op.kind == TOOL and op.error is None:  # whatever the dialect: ERROR status or an exception event
+        op.error = tool_error(record)
     if op.kind == AGENT and not op.agent_name:
         op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
     return op

@@ -23,7 +23,9 @@ module still corrects, on every span of scope ``gcp.vertex.agent``:
 - a streamed model call (``StreamingMode.SSE``, semconv) records one output message per chunk,
   finish reason ``""``, then the whole response: the response is the message with a finish reason;
 - the history ADK sends an agent relays other agents' turns as user messages starting
-  ``For context:``; they are not the user's, so not the agent's task (role ``other_agent``, ``finish``).
+  ``For context:``; they are not the user's, so not the agent's task (role ``other_agent``, ``finish``);
+- ``transfer_to_agent(agent_name)`` hands the run to a sub-agent whose ``invoke_agent`` span is a
+  sibling of the caller's: ``rules.TransferTools`` makes it the caller's child, linked to that step.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...records import SpanRecord
+from ..rules import TRANSFER_TOOLS
 from .base import (
     AGENT,
     LLM,
@@ -58,6 +61,8 @@ NOT_SPECIFIED = "<not specified>"
 OTHER_AGENT_PREFIX = "For context:"
 """How ADK's relay of another agent's turns starts (``flows/llm_flows/context/_fencing.py``)."""
 OTHER_AGENT = "other_agent"
+TRANSFER_TOOL, TRANSFER_ARGUMENT = "transfer_to_agent", "agent_name"
+"""ADK's tool that hands the run to another agent (``rules.TransferTools``)."""
 
 
 def detect(record: SpanRecord) -> bool:
@@ -123,6 +128,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 
 def finish(op: Operation) -> None:
+    if op.kind == TOOL and op.tool_name == TRANSFER_TOOL:
+        op.transfer_argument = TRANSFER_ARGUMENT
     if op.kind == LLM:
         op.map_input_messages(_relays_as_other_agent)
         outputs = op.output_messages
@@ -175,3 +182,6 @@ def gemini_message(content: dict[str, Any]) -> Message:
     if message.tool_results and not message.texts and not message.tool_calls:
         message.role = "tool"
     return message
+
+
+RULES = (TRANSFER_TOOLS,)

@@ -43,6 +43,9 @@ class Message:
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[RequestedCall] = field(default_factory=list)
     tool_results: list[tuple[str | None, Any]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Call ids whose result here is the error the framework sent instead of running the tool (the AI
+    SDK's ``error-text`` for input its schema rejected): such a call with no tool span is an error."""
     finish_reason: str | None = None
     """As recorded (semconv output messages): ``""`` marks a streamed chunk in some instrumentations."""
 
@@ -78,6 +81,12 @@ class Operation:
     tool_result: Any = None
     handoff_to: str | None = None
     """A tool span that only records a handoff to another agent (its name), not a tool's work."""
+    transfer_argument: str | None = None
+    """A tool that hands the run to another agent named by this argument (ADK ``transfer_to_agent``'s
+    ``agent_name``): the agent started next by that name is the caller's child (``rules.TransferTools``)."""
+    agent_turn: bool = False
+    """An agent span that records one turn of the agent it names, not the agent's run (LlamaIndex's
+    ``run_agent_step``): an agent's turns under one run are that agent's run (``openinference.AgentTurns``)."""
     node_id: str | None = None
     """The agent's node id in a multi-agent graph (OpenInference ``graph.node.id``)."""
     parent_node_id: str | None = None
@@ -442,11 +451,29 @@ def span_error(record: SpanRecord) -> str | None:
         return None
     if record.status_message:
         return record.status_message
+    raised = _exception(record)
+    if raised is not None:
+        return raised
+    error_type = record.attributes.get("error.type")
+    return str(error_type) if error_type else "error"
+
+
+def _exception(record: SpanRecord) -> str | None:
+    """``type: message`` of the span's first exception event that says anything."""
     for event in record.events:
         if event.name == "exception":
             message = event.attributes.get("exception.message")
             kind = event.attributes.get("exception.type")
             if message or kind:
                 return f"{kind}: {message}" if kind and message else str(message or kind)
-    error_type = record.attributes.get("error.type")
-    return str(error_type) if error_type else "error"
+    return None
+
+
+def tool_error(record: SpanRecord) -> str | None:
+    """A tool span's error: its ERROR status, else an exception event (a tool that raised, on a span
+    some instrumentations still end OK, often with the error text as its result), control flow aside."""
+    if record.is_error:
+        return span_error(record)
+    if not record.events or _control_flow(record):
+        return None
+    return _exception(record)

@@ -29,11 +29,9 @@ from collections import defaultdict
 from typing import Any
 
 from ...records import SpanRecord
-from ..rules import Rule, Scope
+from ..rules import CLOCK_SKEW_NS, Rule, Scope
 from .base import AGENT, LLM, TOOL, Operation, fill, parse_json_value, present, text_of, tool_message
 
-CLOCK_SKEW_NS = 5_000_000
-"""Tolerance when ordering a span after another (as the core's)."""
 DEFAULT_GRAPH_NAME = "LangGraph"
 """The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
 
@@ -246,9 +244,10 @@ class TurnNodes(Rule):
                 owner = assembly.nearest(op.span_id, AGENT)
                 if owner is not None:
                     held[owner.span_id][op.kind].append(op)
-        candidates = [
+        candidates = [  # a turn its framework names the agent of is for that framework's rule (``agent_turn``)
             a for a in agents
             if not held[a.span_id][TOOL] and not held[a.span_id][AGENT] and a.span_id not in assembly.nested_runs
+            and not a.agent_turn
         ]
         if not candidates:  # the common case: every agent runs tools; no need to look at the model calls
             return

@@ -9,16 +9,19 @@ and their arguments / result in the generic ``input.value`` / ``output.value``
 LangChain's tracer records LangGraph's run ``metadata`` as JSON: ``langgraph_node`` and
 ``langgraph_checkpoint_ns`` (a graph run as a node of another graph nests it: ``a:<id>|b:<id>``).
 A LangGraph handoff tool's ``output.value`` is the ``Command`` it returned (``langgraph.langchain_tool_output``).
+LlamaIndex records no AGENT span: a ``{Workflow}.run_agent_step`` CHAIN span is one turn of the agent its
+input event's repr names (``current_agent_name``), read as an agent turn (``AgentTurns`` joins them).
 Source: Arize-ai/openinference ``spec/semantic_conventions.md`` (0.1.32).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from typing import Any
 
 from ...records import SpanRecord
-from ..rules import Rule, Scope
+from ..rules import TRANSFER_TOOLS, Rule, Scope
 from .base import (
     AGENT,
     LLM,
@@ -54,6 +57,10 @@ STEP_SPAN_NAMES = ("turn",)
 PREPARE_SPAN_SUFFIXES = ("._prepare_chat_with_tools",)
 """LLM spans that only prepare a request (LlamaIndex ``FunctionCallingLLM._prepare_chat_with_tools``,
 recorded next to the ``astream_chat``/``achat`` span that holds the response)."""
+AGENT_TURN_SUFFIX = ".run_agent_step"
+"""LlamaIndex's CHAIN span of one agent turn (one model response), in a workflow that records no AGENT span."""
+_CURRENT_AGENT = re.compile(r"current_agent_name='((?:[^'\\]|\\.)*)'")
+"""The agent a LlamaIndex ``AgentSetup``/``AgentInput`` event repr (``run_agent_step``'s ``input.value``) is for."""
 _PYTHON_REPR = re.compile(r"^[A-Z]\w*\(\w+=.*(\)|\.\.\.)$", re.S)
 """A Python object's repr (LlamaIndex's ``StopEvent(result=AgentOutput(...``, truncated with ``...``)."""
 
@@ -70,6 +77,8 @@ def kind(record: SpanRecord) -> str | None:
     span_kind = str(span_kind).upper()
     if span_kind == "CHAIN" and record.name in STEP_SPAN_NAMES:
         return STEP
+    if span_kind == "CHAIN" and record.name.endswith(AGENT_TURN_SUFFIX) and _turn_agent(record) is not None:
+        return AGENT  # one turn of the agent it names (``AgentTurns``)
     if span_kind == "CHAIN" and (record.parent_span_id is None or record.parent_is_remote):
         return WORKFLOW  # the root chain (a compiled LangGraph, a LangChain chain): the run's I/O
     if span_kind == "LLM" and record.name.endswith(PREPARE_SPAN_SUFFIXES):
@@ -102,6 +111,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
         _fill_missing_arguments(attrs, op)
     elif op.kind == TOOL:
         _extract_tool(attrs, op)
+    elif op.kind == AGENT and record.name.endswith(AGENT_TURN_SUFFIX) and (name := _turn_agent(record)):
+        op.agent_name, op.agent_turn = name, True  # its I/O is a Python repr of a workflow event: no text
     elif op.kind in (AGENT, WORKFLOW):
         if op.kind == AGENT:
             fill(
@@ -139,6 +150,11 @@ def _bare_tool_calls(value: Any, issues: list[str]) -> list[Message] | None:
 
 
 _CREWAI_TOOL_NAME = re.compile(r"Tool Name: ([^\n]+)\n")
+CREWAI_DELEGATIONS = frozenset((
+    "delegate_work_to_coworker", "ask_question_to_coworker", "Delegate work to coworker", "Ask question to coworker",
+))
+"""CrewAI's tools that run a coworker agent (``allow_delegation``), named in their ``coworker`` argument: the
+coworker's spans sit under the tool span, with no AGENT span (``rules.TransferTools`` makes it an agent)."""
 
 
 def _crewai_tool_name(attrs: Any) -> str | None:
@@ -204,6 +220,8 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
         # the tool the model called (transfer_to_...) is not recorded.
         op.handoff_to = first_str(attrs, "output.value") or span_name_subject(op.record.name, "handoff to")
         return
+    if op.tool_name in CREWAI_DELEGATIONS:
+        op.transfer_argument = "coworker"
     if op.tool_arguments is None and present(attrs.get("input.value")):
         op.tool_arguments = _requested_arguments(parse_json_value(attrs["input.value"], "input.value", issues), attrs)
     if op.tool_arguments is None and present(attrs.get("tool.parameters")):
@@ -262,6 +280,14 @@ def _tool_output_content(result: Any) -> Any:
         return result
     texts = [b["text"] for b in result["blocks"] if isinstance(b, dict) and isinstance(b.get("text"), str)]
     return "\n".join(texts) if texts else result.get("raw_output")
+
+
+def _turn_agent(record: SpanRecord) -> str | None:
+    """The agent a LlamaIndex ``run_agent_step`` span runs a turn of (the last ``current_agent_name``
+    of its input event's repr), or None."""
+    value = record.attributes.get("input.value")
+    found = _CURRENT_AGENT.findall(value) if isinstance(value, str) else None
+    return found[-1] if found else None
 
 
 def _run_span_agent(span_name: str) -> str | None:
@@ -378,4 +404,94 @@ class HandoffLinks(Rule):
                     scope.move_under(source)
 
 
-RULES = (HandoffLinks(),)
+class AgentTurns(Rule):
+    """LlamaIndex agents (``AgentWorkflow``, a lone ``FunctionAgent``/``ReActAgent``): one run of each agent
+    from its turns.
+
+    LlamaIndex records no AGENT span: the run is one CHAIN tree under ``{Workflow}.run``, one
+    ``run_agent_step`` span per model response (read as an agent turn, named by the event it was
+    given) and the tool spans beside them, under ``call_tool``. The turns of an agent are one run; a
+    tool belongs to the agent whose turn started last before it; the first agent is the run of the
+    root span (its span id, times and metadata), each other agent a child of the agent that was
+    running when it took over (a handoff), linked to the call that named it.
+    """
+
+    hint = "agent_turn"
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        by_workflow: dict[int | None, list[Scope]] = {}
+        for scope in sorted(scopes.values(), key=lambda s: s.root.start_time_unix_nano):
+            if scope.agent is not None and scope.agent.agent_turn:
+                by_workflow.setdefault(scope.root.parent_span_id, []).append(scope)
+        for workflow, turns in by_workflow.items():
+            self._one_workflow(assembly, scopes, workflow, turns)
+
+    def _one_workflow(self, assembly: Any, scopes: dict[int, Scope], workflow: int | None, turns: list[Scope]) -> None:
+        """The agents of one workflow run (``{Workflow}.run``, the turns' parent span)."""
+        # Where the workflow's tool spans were placed: the agent around the workflow, else its local root's scope.
+        holder = turns[0].parent
+        top = assembly.top(turns[0].key).span_id
+        if holder is None:
+            holder = scopes.get(top)
+            if holder is None:
+                holder = scopes[top] = Scope(top, None, assembly.records[top])
+        # The first agent is the run of the workflow's root span when nothing else is; else its first turn's.
+        run = holder if holder.agent is None and holder.key == top == workflow else turns[0]
+        runs: dict[str, Scope] = {}
+        order: list[tuple[int, Scope]] = []
+        handoffs: list[Scope] = []
+        for turn in turns:
+            name = turn.agent.agent_name
+            if name not in runs:
+                if not runs:
+                    if run is not turn:
+                        run.agent = turn.agent
+                        assembly.absorb(run, [turn], scopes)
+                        run.reruns.remove(turn.agent)
+                    runs[name] = run
+                else:
+                    runs[name] = turn
+                    turn.move_under(order[-1][1])
+                    handoffs.append(turn)
+            else:
+                assembly.absorb(runs[name], [turn], scopes)
+            order.append((turn.root.start_time_unix_nano, runs[name]))
+        starts = [start for start, _ in order]
+        for tool in self._tools_of(assembly, workflow, holder):  # each to the agent whose turn started last before it
+            owner = order[max(bisect_right(starts, tool.record.start_time_unix_nano) - 1, 0)][1]
+            if owner is not holder:
+                if tool in holder.tools:
+                    holder.tools.remove(tool)
+                owner.tools.append(tool)
+        for owner in runs.values():
+            owner.tools.sort(key=lambda op: (op.record.start_time_unix_nano, op.span_id))
+        for target in handoffs:
+            self._started_by(assembly, target, target.parent)
+
+    @staticmethod
+    def _tools_of(assembly: Any, workflow: int | None, holder: Scope) -> list[Operation]:
+        """The workflow's tool calls: in the scope around it, or, when the workflow runs inside another
+        agent's tool call, placed in none (a tool inside a tool); a tool inside one of them is its work."""
+        if workflow is None or workflow == holder.key:
+            return list(holder.tools)
+        found = []
+        for op in assembly.ops.values():
+            if op.kind == TOOL and workflow in assembly.ancestors(op.span_id):
+                outer = assembly.nearest(op.span_id, TOOL)
+                if outer is None or workflow not in assembly.ancestors(outer.span_id):
+                    found.append(op)
+        return sorted(found, key=lambda op: (op.record.start_time_unix_nano, op.span_id))
+
+    @staticmethod
+    def _started_by(assembly: Any, target: Scope, source: Scope) -> None:
+        """The source's tool call that named the target agent (LlamaIndex's ``handoff(to_agent)``)."""
+        start = target.root.start_time_unix_nano
+        name = target.agent.agent_name if target.agent else None
+        for tool in reversed(source.tools):
+            arguments = tool.tool_arguments
+            if tool.record.start_time_unix_nano <= start and isinstance(arguments, dict) and name in arguments.values():
+                assembly.started_by[target.key] = tool.span_id
+                return
+
+
+RULES = (HandoffLinks(), AgentTurns(), TRANSFER_TOOLS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...records import SpanRecord
+from ..rules import ANSWER_ON_THE_AGENT, TRANSFER_TOOLS
 from .base import (
     AGENT,
     LLM,
@@ -67,6 +68,9 @@ SWARM_SECTIONS = (
 """What a Strands ``Swarm`` sends each agent instead of the user's message (``Swarm._build_node_input``):
 ``Context:\n``, an optional ``Handoff Message: ...``, ``User Request: {task}``, then these sections."""
 """Strands' ``gen_ai.provider.name``: its tool results are Bedrock content blocks (``_extract_tool``)."""
+SWARM_HANDOFF, SWARM_HANDOFF_ARGUMENT = "handoff_to_agent", "agent_name"
+"""A Strands swarm agent's tool that hands the run to the agent it names, whose ``invoke_agent`` is a
+sibling of the caller's under ``invoke_swarm`` (``rules.TransferTools`` links them)."""
 
 INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
@@ -175,6 +179,8 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
 def finish(op: Operation) -> None:
     if op.provider == STRANDS:
         op.map_input_messages(_swarm_tasks)
+        if op.tool_name == SWARM_HANDOFF:
+            op.transfer_argument = SWARM_HANDOFF_ARGUMENT
 
 
 def _swarm_tasks(messages: list[Message] | None) -> list[Message] | None:
@@ -311,3 +317,6 @@ def _last_call_id(value: Any) -> str | None:
         return value.strip() or None
     ids = call_ids(value)
     return ids[-1] if ids else None
+
+
+RULES = (TRANSFER_TOOLS, ANSWER_ON_THE_AGENT)

@@ -26,6 +26,13 @@ LangGraph; ``tests/test_frameworks_openllmetry.py``) adds to that:
   ``traceloop.association.properties.langgraph_*`` (``langgraph.langgraph_task``), a handoff tool's
   output is the ``Command`` in the same ``{"output", "kwargs"}`` wrapper, and the
   ``ParentCommand`` a handoff raises ends the spans it passes ERROR (``base.span_error`` skips it).
+
+What ``opentelemetry-instrumentation-openai-agents`` 0.62 adds (``tests/test_frameworks_openai_agents_openllmetry.py``):
+every ``{agent}.agent`` span is a child of the ``Agent Workflow`` span, the agent run as a tool and the
+handoff target included, and neither names the agent that started it (the handoff span, ``{from} →
+unknown.handoff``, is named before the SDK knows the target). ``WorkflowSiblings`` links them: an
+agent that started inside another agent's tool span of its name ran as that tool; the agent started
+next after a ``handoff`` span took over from the agent that handed off.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...records import SpanRecord
+from ..rules import CLOCK_SKEW_NS, Rule, Scope
 from .base import (
     AGENT,
     LLM,
@@ -128,3 +136,50 @@ def _payload(attrs: object, key: str, issues: list[str]) -> object:
     if not present(value):
         return None
     return unwrap_tool_payload(parse_json_value(value, key, issues))  # json.dumps of the value
+
+
+HANDOFF_KIND = "handoff"
+"""``traceloop.span.kind`` of an openai-agents handoff span (read as no operation: it executes nothing)."""
+
+
+class WorkflowSiblings(Rule):
+    """OpenLLMetry openai-agents: link the agents it records as siblings under the workflow (module doc)."""
+
+    def regroup(self, assembly: Any, scopes: dict[int, Scope]) -> None:
+        roots = sorted(
+            (s for s in scopes.values() if s.parent is None and s.agent is not None
+             and s.agent.record.attributes.get("traceloop.span.kind") == "agent"),
+            key=lambda s: s.root.start_time_unix_nano,
+        )
+        if len(roots) < 2:
+            return
+        for scope in roots:  # an agent run as a tool: it started inside the tool span of its name
+            start = scope.root.start_time_unix_nano
+            for other in roots:
+                tool = next((
+                    t for t in other.tools if t.tool_name == scope.agent.agent_name
+                    and t.record.start_time_unix_nano <= start <= t.record.end_time_unix_nano
+                ), None) if other is not scope and not other.within(scope) else None
+                if tool is not None:
+                    scope.move_under(other)
+                    assembly.started_by[scope.key] = tool.span_id
+                    break
+        handoffs = sorted(
+            (r for r in assembly.records.values() if r.attributes.get("traceloop.span.kind") == HANDOFF_KIND),
+            key=lambda r: r.start_time_unix_nano,
+        )
+        for handoff in handoffs:  # the agent started next took over from the agent that handed off
+            source = assembly.nearest(handoff.span_id, AGENT)
+            source = scopes.get(source.span_id) if source is not None else None
+            named = handoff.attributes.get("gen_ai.handoff.to_agent")
+            after = handoff.start_time_unix_nano - CLOCK_SKEW_NS
+            target = next((
+                s for s in roots
+                if s.parent is None and s is not source and s.root.start_time_unix_nano >= after
+                and (named is None or s.agent.agent_name == named)
+            ), None) if source is not None else None
+            if target is not None and not source.within(target):
+                target.move_under(source)
+
+
+RULES = (WorkflowSiblings(),)

@@ -6,7 +6,8 @@ model call per step) and ``ai.toolCall`` (siblings). Content: ``ai.prompt.messag
 (AI SDK messages), ``ai.response.text``, ``ai.response.toolCalls``
 (``[{toolCallId, toolName, input|args}]``), ``ai.response.reasoning``, ``ai.prompt.tools`` (the definitions); tools:
 ``ai.toolCall.{name, id, args|input, result|output}`` (both ``JSON.stringify``'d, so a string
-result is a JSON string; a tool that throws ends ERROR with an exception event and no result);
+result is a JSON string; a tool that throws ends ERROR with an exception event and no result; a call
+whose input the tool's schema rejects runs no tool and is sent back as an ``error-text`` result);
 usage ``ai.usage.*``. Checked against ``ai`` 5 and 6 in node (tests/test_frameworks_vercel.py).
 Source: vercel/ai ``packages/otel/src/legacy-open-telemetry.ts`` and
 ``packages/ai/core/generate-text/generate-text.ts`` at ai@4.0.0 / 5.0.0 / 6.0.0.
@@ -40,6 +41,8 @@ DETECT_KEYS = MARKERS
 DETECT_NAMES = ("ai.",)
 
 CALLS = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
+REFUSALS = ("error-text", "error-json")
+"""Tool-result output types of a call the SDK did not run (input its schema rejected): the error sent instead."""
 MODEL_CALLS = tuple(f"{call}.{suffix}" for call in CALLS for suffix in ("doGenerate", "doStream"))
 
 
@@ -163,9 +166,12 @@ def sdk_message(item: dict[str, Any], issues: list[str]) -> Message:
                 message.tool_calls.append(call)
         elif kind == "tool-result":
             result = part.get("output", part.get("result"))
+            call_id = as_str(part.get("toolCallId"))
             if isinstance(result, dict) and set(result) <= {"type", "value"} and "value" in result:
-                result = result["value"]  # v5+: {type: "text" | "json", value}
-            message.tool_results.append((as_str(part.get("toolCallId")), result))
+                if result.get("type") in REFUSALS and call_id is not None:
+                    message.refused.append(call_id)
+                result = result["value"]  # v5+: {type: "text" | "json" | "error-text" | "error-json", value}
+            message.tool_results.append((call_id, result))
     return message
 
 
