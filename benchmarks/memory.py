@@ -34,7 +34,7 @@ Budget (what the bounds promise, stated before measuring):
   budget = base + max_buffered_bytes + max_intake_spans x intake bytes per span
 
 The buffer is bounded in estimated bytes (``TraceBuffer.bytes``, calibrated to
-the Python heap: tests/test_buffer_bytes.py). The intake is bounded in spans, so
+the Python heap: tests/pipeline/test_buffer_bytes.py). The intake is bounded in spans, so
 its part is ``max_intake_spans`` times the heap cost of one SDK span of this
 workload, measured with tracemalloc in a second run of the same phases (heap
 growth from ``full`` to ``intake`` over the spans in the intake; the buffer does

@@ -11,7 +11,7 @@ Without ``--multivon-python`` (or when it cannot run), that column says ``not ru
 
 - Ours: ``ToolCallAccuracy`` with its default threshold (1.0), on an ``AgentTrace`` with one
   step per call and a final answer (no step at all for the "no LLM turn" row). Each row's
-  expected result is written here and checked by ``tests/test_scoring_comparison.py``.
+  expected result is written here and checked by ``tests/evaluators/test_scoring_comparison.py``.
 - multivon-eval 0.20: ``ToolCallAccuracy(require_order=..., penalize_unexpected=...)`` with
   its default threshold (0.7), on an ``EvalCase`` whose ``agent_trace`` has the same steps
   (``[]`` for the "no LLM turn" row: an observed empty trace) and ``expected_tool_calls``

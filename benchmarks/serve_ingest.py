@@ -52,7 +52,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from otel_agent_eval.cli.demo import SCENARIOS  # noqa: E402
-from tests.test_server_helpers import Receiver  # noqa: E402
+from tests.serve.server_process import Receiver  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 SENDERS = 4

@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-# A user's evaluator package (entry point otel_agent_eval.evaluators), run by tests/test_evaluators_by_name.py.
+# A user's evaluator package (entry point otel_agent_eval.evaluators), run by tests/evaluators/test_evaluators_by_name.py.
 .venv/bin/python -m pip install -q -e tests/data/plugin_pkg
-# The JavaScript OTLP exporter for tests/test_server_burst.py (skipped without it).
+# The JavaScript OTLP exporter for tests/serve/test_server_burst.py (skipped without it).
 if command -v npm >/dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund --silent || echo "npm ci failed: the JavaScript exporter test will be skipped" >&2
 fi

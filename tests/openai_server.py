@@ -212,10 +212,11 @@ def question_ids(body: dict[str, Any]) -> list[str]:
     schema = chat_format.get("schema") or responses_format.get("schema") or {}
     if schema.get("properties"):
         return list(schema["properties"])
-    return _QUESTION_LINE.findall(_user_text(body).split("QUESTIONS", 1)[-1])
+    return _QUESTION_LINE.findall(user_text(body).split("QUESTIONS", 1)[-1])
 
 
-def _user_text(body: dict[str, Any]) -> str:
+def user_text(body: dict[str, Any]) -> str:
+    """The text of a request's user message (chat messages or Responses input): what the judge was shown."""
     messages = body.get("messages") or body.get("input") or []
     if isinstance(messages, str):
         return messages

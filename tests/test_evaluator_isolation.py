@@ -297,9 +297,15 @@ def test_a_failed_judge_request_is_an_error_span() -> None:
 # --- item 9: the first thing a user tries shows results, or says why not ---------------------------
 
 
-def test_the_processor_says_once_when_results_have_nowhere_to_go(caplog: pytest.LogCaptureFixture) -> None:
-    if not isinstance(trace_api.get_tracer_provider(), trace_api.ProxyTracerProvider):
-        pytest.skip("another test set a global tracer provider")
+def test_the_processor_says_once_when_results_have_nowhere_to_go(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The API's global providers as in a fresh process, whatever an earlier test set (restored afterwards).
+    from opentelemetry._logs import _internal as logs_api
+
+    monkeypatch.setattr(trace_api, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(logs_api, "_LOGGER_PROVIDER", None)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.delenv("OTEL_PYTHON_LOGGER_PROVIDER", raising=False)
+    assert isinstance(trace_api.get_tracer_provider(), trace_api.ProxyTracerProvider)
     caplog.set_level(logging.WARNING, logger="otel_agent_eval")
     nowhere = AgentEvalProcessor(env={})
     nowhere.shutdown()

@@ -38,7 +38,7 @@ from tests.frameworks import vercel_scenarios as sc
 from tests.frameworks.fidelity import VERCEL, by_param, fidelity
 from tests.frameworks.harness import RecordingSink, assert_traces, call, hex_span, step, trace
 from tests.openai_server import FakeOpenAI, unexpected
-from tests.test_server_helpers import Receiver, ServerProcess, wait_for
+from tests.serve.server_process import Receiver, ServerProcess, wait_for
 
 # (ai major, OTLP protocol, OpenAI API the provider speaks): both protocols and both APIs per major.
 TRANSPORTS = [

@@ -90,14 +90,29 @@ def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
     """Group spans (SDK ``ReadableSpan``s or ``SpanRecord``s) into AgentTraces.
 
     Spans of several traces may be mixed; results are ordered by trace, then start.
+    A span whose id the trace already has is ignored, the first kept: an exact copy (a batch
+    delivered twice) loses nothing; a different span reusing the id (a broken exporter or
+    id generator) is counted in the issues of that trace's runs.
     """
     by_trace: dict[int, dict[int, SpanRecord]] = defaultdict(dict)
+    duplicates: dict[int, int] = {}
     for span in spans:
         record = as_record(span)
-        by_trace[record.trace_id].setdefault(record.span_id, record)  # duplicate ids: first wins
+        records = by_trace[record.trace_id]
+        first = records.get(record.span_id)
+        if first is not None:
+            if first != record:
+                duplicates[record.trace_id] = duplicates.get(record.trace_id, 0) + 1
+            continue
+        records[record.span_id] = record
     traces: list[AgentTrace] = []
-    for records in by_trace.values():
-        traces.extend(TraceAssembly(records).run())
+    for trace_id, records in by_trace.items():
+        runs = TraceAssembly(records).run()
+        ignored = duplicates.get(trace_id)
+        if ignored:
+            for run in runs:
+                run.issues.append(f"{ignored} span(s) reusing a span id already in the trace ignored; the first kept")
+        traces.extend(runs)
     return traces
 
 

@@ -51,7 +51,7 @@ FLUSH = "flush"
 SHUTDOWN = "shutdown"
 
 # Calibrated with tracemalloc on CPython 3.11 / opentelemetry-sdk 1.45 (see
-# tests/test_buffer_bytes.py, which checks the estimate against a measurement).
+# tests/pipeline/test_buffer_bytes.py, which checks the estimate against a measurement).
 SDK_SPAN_COST = 2_600
 """An SDK ``ReadableSpan`` with no attributes: the span object, its context, status,
 ``BoundedAttributes`` and ``BoundedList``s (each with a lock), resource reference."""

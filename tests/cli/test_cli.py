@@ -1,0 +1,139 @@
+"""The command line, run as a user runs it: the installed console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_agent_eval.cli.demo import EXPECTATIONS, SCENARIOS
+from tests.formats.test_otlp import to_otlp_json
+
+CLI = [sys.executable, "-m", "otel_agent_eval"]
+
+
+def export_demo_traces(path: Path, scenario_names: list[str]) -> None:
+    """Run demo scenarios through the real SDK and write them as the Collector's file exporter does."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("app")
+    by_name = {s.name: s for s in SCENARIOS}
+    lines = []
+    for name in scenario_names:
+        scenario = by_name[name]
+        scenario.agent.run(tracer, scenario.task, scenario.turns)
+        lines.append(to_otlp_json(encode_spans(exporter.get_finished_spans())))
+        exporter.clear()
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def expectations(tmp_path: Path) -> Path:
+    path = tmp_path / "expectations.json"
+    path.write_text(json.dumps([e.model_dump(mode="json") for e in EXPECTATIONS]))
+    return path
+
+
+def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> None:
+    traces = tmp_path / "traces.jsonl"
+    export_demo_traces(traces, ["weather: good (parallel calls)", "weather: wrong tool", "research: loop"])
+    run = subprocess.run(
+        CLI + ["evaluate", str(traces), "--format", "json", "--expectations", str(expectations),
+               "--gate", "tool_call_accuracy=0.3", "--gate", "loop_detection=0.5"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["traces_read"] == 3 and len(report["agent_runs"]) == 3
+    first = report["agent_runs"][0]["trace"]
+    assert first["agent_name"] == "weather-agent"
+    assert [c["name"] for c in first["steps"][0]["tool_calls"]] == ["get_weather", "get_time"]
+    assert report["totals"]["tool_call_accuracy"]["pass"] == 1  # weather good
+    assert report["totals"]["tool_call_accuracy"]["fail"] == 2  # wrong tool; research loop (1 of 2 expected)
+    assert report["totals"]["loop_detection"]["fail"] == 1
+    assert report["failed_gates"] == []
+
+    gated = subprocess.run(
+        CLI + ["evaluate", str(traces), "--expectations", str(expectations), "--gate", "tool_call_accuracy=0.9"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert gated.returncode == 1
+    assert "GATE FAILED: tool_call_accuracy: pass rate 33.3% < 90.0%" in gated.stdout
+    assert "step 0: get_weather(" in gated.stdout
+
+    # A lowered threshold gives partial credit back, on purpose, over the environment's.
+    lowered = subprocess.run(
+        CLI + ["evaluate", str(traces), "--format", "json", "--expectations", str(expectations),
+               "--threshold", "tool_call_accuracy=0.5", "--gate", "tool_call_accuracy=0.6"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OTEL_AGENT_EVAL_THRESHOLDS": "tool_call_accuracy=0.9,loop_detection=0.0"},
+    )
+    assert lowered.returncode == 0, lowered.stderr
+    totals = json.loads(lowered.stdout)["totals"]
+    assert (totals["tool_call_accuracy"]["pass"], totals["loop_detection"]["pass"]) == (2, 3)
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("nope=0.5", "unknown evaluator 'nope'"),
+    ("tool_call_accuracy=1.5", "outside [0, 1]"),
+    ("tool_call_accuracy", "EVALUATOR=VALUE"),
+])
+def test_evaluate_bad_threshold_names_the_flag(tmp_path: Path, flag: str, message: str) -> None:
+    run = subprocess.run(CLI + ["evaluate", str(tmp_path / "x.json"), "--threshold", flag],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--threshold" in run.stderr and message in run.stderr, run.stderr
+
+
+def test_evaluate_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"resourceSpans": [{"scopeSpans": [')
+    run = subprocess.run(CLI + ["evaluate", str(broken)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "broken.json" in run.stderr or "line" in run.stderr
+    bad_gate = subprocess.run(CLI + ["evaluate", str(broken), "--gate", "x=2"], capture_output=True, text=True, timeout=60)
+    assert bad_gate.returncode == 2 and "MIN_PASS_RATE" in bad_gate.stderr
+
+
+def test_config_error_names_the_variable() -> None:
+    run = subprocess.run(
+        CLI + ["demo", "--traces", "1", "--metrics-port", "-1"], capture_output=True, text=True, timeout=60,
+        env={"OTEL_AGENT_EVAL_SAMPLE_RATE": "often", "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 2
+    assert "OTEL_AGENT_EVAL_SAMPLE_RATE" in run.stderr
+
+
+def test_demo_prints_scores_and_serves_metrics_while_running() -> None:
+    """The README's main command: scores printed; /metrics has scores with the demo's agent names."""
+    proc = subprocess.Popen(
+        CLI + ["demo", "--traces", "60", "--rate", "30", "--metrics-port", "0", "--linger", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("Serving Prometheus metrics on "), first
+        url = first.split(" on ")[1].strip()
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Keeping /metrics up"):
+                break
+        output = "".join(lines)
+        assert "tool_call_accuracy" in output and "weather-agent" in output and "Summary:" in output
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
+        for agent in ("weather-agent", "support-agent", "research-agent"):
+            assert f'agent_eval_score_count{{agent="{agent}",evaluator="loop_detection",service="otel-agent-eval-demo"}}' in body
+        assert 'agent_eval_results_total{agent="research-agent",evaluator="loop_detection",outcome="fail",reason="",service="otel-agent-eval-demo"}' in body
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
