@@ -69,7 +69,7 @@ from .pipeline import Pipeline
 from .logs import OWN_EVENTS, event_name_of, is_genai_content
 from .records import SpanRecord
 from .sinks.otel import SCOPE_NAME, OtelSink
-from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor
+from .sinks.otlp_export import ExportTally, bounded_log_processor, bounded_span_processor, hashed_once
 from .sinks.prometheus import PrometheusSink
 from .server_grpc import grpc_server
 from .server_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
@@ -264,6 +264,7 @@ def _otlp_providers(options: ServeOptions, settings: Settings, tally: ExportTall
     resource = Resource.create()
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
+    resource = hashed_once(resource)
     tracer_provider = logger_provider = None
     if wants_traces:
         tracer_provider = TracerProvider(resource=resource)
