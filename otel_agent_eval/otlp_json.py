@@ -26,6 +26,7 @@ from .records import (
     LogRecordData,
     SpanEvent,
     SpanRecord,
+    unchecked_span_event,
     unchecked_span_record,
 )
 
@@ -52,8 +53,8 @@ _KINDS = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER",
           "SPAN_KIND_CLIENT": "CLIENT", "SPAN_KIND_PRODUCER": "PRODUCER", "SPAN_KIND_CONSUMER": "CONSUMER"}
 _STATUSES = {0: STATUS_UNSET, 1: STATUS_OK, 2: STATUS_ERROR, "STATUS_CODE_UNSET": STATUS_UNSET,
              "STATUS_CODE_OK": STATUS_OK, "STATUS_CODE_ERROR": STATUS_ERROR}
-_HAS_IS_REMOTE = 0x100
-_IS_REMOTE = 0x200
+_REMOTE_BITS = 0x300
+"""Flags: the parent's is-remote bit is known (0x100) and set (0x200)."""
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -139,7 +140,7 @@ def any_value(value: Any, where: str) -> Any:
         if key == "doubleValue" or key == "double_value":
             return _SPECIAL_DOUBLES[found] if isinstance(found, str) and found in _SPECIAL_DOUBLES else float(found)
         if key == "arrayValue" or key == "array_value":
-            return tuple(any_value(v, where) for v in (found or {}).get("values") or ())
+            return tuple([any_value(v, where) for v in (found or {}).get("values") or ()])
         if key == "kvlistValue" or key == "kvlist_value":
             return attributes((found or {}).get("values"), where)
         if key == "bytesValue" or key == "bytes_value":
@@ -158,15 +159,26 @@ def attributes(items: Any, where: str) -> dict[str, Any]:
         raise OTLPDecodeError(f"{where}: attributes must be a list")
     out: dict[str, Any] = {}
     for kv in items:
-        if type(kv) is not dict:
-            raise OTLPDecodeError(f"{where}: an attribute is not a {{key, value}} object")
-        key = kv.get("key", "")  # proto3 JSON leaves out default values: a missing key is ""
-        if type(key) is not str:
-            raise OTLPDecodeError(f"{where}: an attribute key is not a string")
-        value = kv.get("value")
-        # The commonest case first, without a call: a string attribute.
-        out[key] = value["stringValue"] if type(value) is dict and "stringValue" in value else any_value(value, f"{where}[{key}]")
+        try:  # the commonest case without a call: a string attribute
+            key = kv["key"]
+            value = kv["value"]["stringValue"]
+        except (KeyError, TypeError, IndexError):
+            key, value = _attribute(kv, where)
+        else:
+            if type(key) is not str:
+                key, value = _attribute(kv, where)
+        out[key] = value
     return out
+
+
+def _attribute(kv: Any, where: str) -> tuple[str, Any]:
+    """One ``KeyValue`` object, checked: any value type, a missing key or value."""
+    if type(kv) is not dict:
+        raise OTLPDecodeError(f"{where}: an attribute is not a {{key, value}} object")
+    key = kv.get("key", "")  # proto3 JSON leaves out default values: a missing key is ""
+    if type(key) is not str:
+        raise OTLPDecodeError(f"{where}: an attribute key is not a string")
+    return key, any_value(kv.get("value"), f"{where}[{key}]")
 
 
 def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
@@ -174,7 +186,8 @@ def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
     return node.get(snake) if value is None else value
 
 
-def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = SpanRecord) -> SpanRecord:
+def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = SpanRecord,
+          make_event: Any = SpanEvent) -> SpanRecord:
     """One span object; errors name the field relative to the span (``spans()`` adds where it is)."""
     if type(span) is not dict:
         raise OTLPDecodeError(f": expected a JSON object, got {type(span).__name__}")
@@ -184,25 +197,32 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
     if raw_events:
         if type(raw_events) is not list:
             raise OTLPDecodeError(".events: expected a list")
-        events = tuple(
-            SpanEvent(str(e.get("name") or ""), _int(_field(e, "timeUnixNano", "time_unix_nano"), f".events[{i}].timeUnixNano"),
-                      attributes(e.get("attributes"), f".events[{i}]"))
+        events = tuple([
+            make_event(str(e.get("name") or ""), _int(_field(e, "timeUnixNano", "time_unix_nano"), f".events[{i}].timeUnixNano"),
+                       attributes(e.get("attributes"), f".events[{i}]"))
             if type(e) is dict else _not_object(f".events[{i}]", e)
             for i, e in enumerate(raw_events)
-        )
+        ])
     status = get("status")
     code, message = (status.get("code", 0), status.get("message") or None) if type(status) is dict else (0, None)
     flags = get("flags")
-    flags = 0 if flags is None else _int(flags, ".flags")
-    start = _field(span, "startTimeUnixNano", "start_time_unix_nano")
-    start = start if type(start) is int else _int(start, ".startTimeUnixNano")
-    end = _field(span, "endTimeUnixNano", "end_time_unix_nano")
-    end = end if type(end) is int else _int(end, ".endTimeUnixNano")
+    if type(flags) is not int:
+        flags = 0 if flags is None else _int(flags, ".flags")
+    start = get("startTimeUnixNano")
+    if type(start) is not int:
+        start = _int(_field(span, "startTimeUnixNano", "start_time_unix_nano"), ".startTimeUnixNano")
+    end = get("endTimeUnixNano")
+    if type(end) is not int:
+        end = _int(_field(span, "endTimeUnixNano", "end_time_unix_nano"), ".endTimeUnixNano")
+    parent = get("parentSpanId")
+    if parent is None:
+        parent = get("parent_span_id")
+    name = get("name")
     return make(
         trace_id=_required_id(_field(span, "traceId", "trace_id"), 16, ".traceId"),
         span_id=_required_id(_field(span, "spanId", "span_id"), 8, ".spanId"),
-        parent_span_id=_id(_field(span, "parentSpanId", "parent_span_id"), 8, ".parentSpanId"),
-        name=str(get("name") or ""),
+        parent_span_id=_id(parent, 8, ".parentSpanId") if parent else None,
+        name=name if type(name) is str else str(name or ""),
         start_time_unix_nano=start,
         end_time_unix_nano=end or start,
         attributes=attributes(get("attributes"), ""),
@@ -211,7 +231,7 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
         status_message=message,
         kind=_KINDS.get(get("kind", 0), "INTERNAL"),
         scope_name=scope_name,
-        parent_is_remote=bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE),
+        parent_is_remote=flags & _REMOTE_BITS == _REMOTE_BITS,
         resource=resource,
     )
 
@@ -226,7 +246,7 @@ def spans(doc: Any, where: str, *, utf8_text: bool = False) -> Iterator[SpanReco
     ``utf8_text``: the caller knows every string in ``doc`` encodes as UTF-8 and no value
     is bytes (see ``utf8_text``), so records skip ``records.clean``.
     """
-    make = unchecked_span_record if utf8_text else SpanRecord
+    make, make_event = (unchecked_span_record, unchecked_span_event) if utf8_text else (SpanRecord, SpanEvent)
     doc = _object(doc, where)
     for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", f"{where}: ExportTraceServiceRequest")):
         r_where = f"{where}: resourceSpans[{r}]"
@@ -238,7 +258,7 @@ def spans(doc: Any, where: str, *, utf8_text: bool = False) -> Iterator[SpanReco
             scope_name = str((scope_spans.get("scope") or {}).get("name") or "")
             for p, span in enumerate(_list(scope_spans, "spans", "spans", s_where)):
                 try:
-                    yield _span(span, scope_name, resource, make)
+                    yield _span(span, scope_name, resource, make, make_event)
                 except OTLPDecodeError as exc:  # where it is, formatted only when it fails
                     raise OTLPDecodeError(f"{s_where}.spans[{p}]{exc}") from None
 
