@@ -105,9 +105,8 @@ def attributes_to_dict(attributes: Iterable[KeyValue], *, text: bool = False) ->
     out: dict[str, Any] = {}
     for kv in attributes:
         value = kv.value
-        kind = value.WhichOneof("value")
-        # the commonest case without a call
-        out[kv.key] = value.string_value if kind == "string_value" else any_value_to_python(value, text=text)
+        string = value.string_value  # the commonest case: a non-empty string, without a call
+        out[kv.key] = string if string or value.WhichOneof("value") == "string_value" else any_value_to_python(value, text=text)
     return out
 
 
