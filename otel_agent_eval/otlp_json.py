@@ -131,24 +131,38 @@ def any_value(value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         return None
     for key, found in value.items():  # one key: the oneof
-        if key == "stringValue" or key == "string_value":
-            return found
-        if key == "intValue" or key == "int_value":
-            return _int(found, where)
-        if key == "boolValue" or key == "bool_value":
-            return bool(found)
-        if key == "doubleValue" or key == "double_value":
-            return _SPECIAL_DOUBLES[found] if isinstance(found, str) and found in _SPECIAL_DOUBLES else float(found)
-        if key == "arrayValue" or key == "array_value":
-            return tuple([any_value(v, where) for v in (found or {}).get("values") or ()])
-        if key == "kvlistValue" or key == "kvlist_value":
-            return attributes((found or {}).get("values"), where)
-        if key == "bytesValue" or key == "bytes_value":
-            try:
-                return base64.b64decode(found, validate=True)
-            except (binascii.Error, TypeError, ValueError):
-                raise OTLPDecodeError(f"{where}: bytesValue is not base64") from None
+        read = _VALUE_READERS.get(key)
+        if read is not None:
+            return read(found, where)
     return None
+
+
+def _double(found: Any, where: str) -> float:
+    return _SPECIAL_DOUBLES[found] if isinstance(found, str) and found in _SPECIAL_DOUBLES else float(found)
+
+
+def _bytes(found: Any, where: str) -> bytes:
+    try:
+        return base64.b64decode(found, validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise OTLPDecodeError(f"{where}: bytesValue is not base64") from None
+
+
+def _array(found: Any, where: str) -> tuple[Any, ...]:
+    return tuple([any_value(v, where) for v in (found or {}).get("values") or ()])
+
+
+def _kvlist(found: Any, where: str) -> dict[str, Any]:
+    return attributes((found or {}).get("values"), where)
+
+
+_VALUE_READERS: dict[str, Any] = {}
+for _names, _read in ((("stringValue", "string_value"), lambda found, where: found), (("intValue", "int_value"), _int),
+                      (("boolValue", "bool_value"), lambda found, where: bool(found)),
+                      (("doubleValue", "double_value"), _double), (("arrayValue", "array_value"), _array),
+                      (("kvlistValue", "kvlist_value"), _kvlist), (("bytesValue", "bytes_value"), _bytes)):
+    _VALUE_READERS.update(dict.fromkeys(_names, _read))
+"""``AnyValue`` field (lowerCamelCase or proto name) -> its reader."""
 
 
 def attributes(items: Any, where: str) -> dict[str, Any]:
@@ -159,13 +173,15 @@ def attributes(items: Any, where: str) -> dict[str, Any]:
         raise OTLPDecodeError(f"{where}: attributes must be a list")
     out: dict[str, Any] = {}
     for kv in items:
-        try:  # the commonest case without a call: a string attribute
+        try:
             key = kv["key"]
-            value = kv["value"]["stringValue"]
+            value = kv["value"]
         except (KeyError, TypeError, IndexError):
             key, value = _attribute(kv, where)
         else:
-            if type(key) is not str:
+            if type(key) is str and type(value) is dict and (text := value.get("stringValue")) is not None:
+                value = text  # the commonest case without a call: a string attribute
+            else:
                 key, value = _attribute(kv, where)
         out[key] = value
     return out
