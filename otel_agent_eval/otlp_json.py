@@ -224,19 +224,29 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
     flags = get("flags")
     if type(flags) is not int:
         flags = 0 if flags is None else _int(flags, ".flags")
-    start = get("startTimeUnixNano")
+    start = get("startTimeUnixNano")  # int64: a number or (proto3 JSON) a decimal string
     if type(start) is not int:
-        start = _int(_field(span, "startTimeUnixNano", "start_time_unix_nano"), ".startTimeUnixNano")
+        start = _int(get("start_time_unix_nano") if start is None else start, ".startTimeUnixNano")
     end = get("endTimeUnixNano")
     if type(end) is not int:
-        end = _int(_field(span, "endTimeUnixNano", "end_time_unix_nano"), ".endTimeUnixNano")
+        end = _int(get("end_time_unix_nano") if end is None else end, ".endTimeUnixNano")
+    try:  # the common case in one go; anything unusual goes through the checks that say what is wrong
+        trace_raw = bytes.fromhex(get("traceId"))
+        span_raw = bytes.fromhex(get("spanId"))
+    except (TypeError, ValueError):
+        trace_raw = span_raw = b""
+    trace_id = int.from_bytes(trace_raw, "big") if len(trace_raw) == 16 else 0
+    span_id = int.from_bytes(span_raw, "big") if len(span_raw) == 8 else 0
+    if not (trace_id and span_id):
+        trace_id = _required_id(_field(span, "traceId", "trace_id"), 16, ".traceId")
+        span_id = _required_id(_field(span, "spanId", "span_id"), 8, ".spanId")
     parent = get("parentSpanId")
     if parent is None:
         parent = get("parent_span_id")
     name = get("name")
     return make(
-        trace_id=_required_id(_field(span, "traceId", "trace_id"), 16, ".traceId"),
-        span_id=_required_id(_field(span, "spanId", "span_id"), 8, ".spanId"),
+        trace_id=trace_id,
+        span_id=span_id,
         parent_span_id=_id(parent, 8, ".parentSpanId") if parent else None,
         name=name if type(name) is str else str(name or ""),
         start_time_unix_nano=start,
