@@ -15,8 +15,9 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
   OTLP/JSON bodies (hex ids, as the spec says) with ``requests``;
 - the figure: spans / CPU-seconds of the serve process (``/proc/<pid>/stat`` utime + stime: all
   its threads) from just before the first batch to the moment every run is evaluated and every
-  evaluation span and result record has reached the receiver. Wall time is printed too, but on a
-  shared machine it says little; CPU time does not depend on what else runs.
+  evaluation span and result record has reached the receiver (``/metrics`` polled 4 times a second
+  meanwhile: each scrape costs serve ~1 ms of CPU). Wall time is printed too, but on a shared machine
+  it says little; CPU time depends less on what else runs (caches still do: compare side by side).
 - memory: a fresh server with settle delay and idle timeout of 10 minutes, admission off, so
   every trace stays buffered; RSS delta (``VmRSS``) / buffered traces, once all are buffered.
 
