@@ -15,14 +15,20 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
   OTLP/JSON bodies (hex ids, as the spec says) with ``requests``;
 - the figure: spans / CPU-seconds of the serve process (``/proc/<pid>/stat`` utime + stime: all
   its threads) from just before the first batch to the moment every run is evaluated and every
-  evaluation span and result record has reached the receiver. Wall time is printed too, but on a
-  shared machine it says little; CPU time does not depend on what else runs.
+  evaluation span and result record has reached the receiver (``/metrics`` polled 4 times a second
+  meanwhile: each scrape costs serve ~1 ms of CPU). Wall time is printed too, but on a shared machine
+  it says little; CPU time depends less on what else runs (caches still do: compare side by side).
 - memory: a fresh server with settle delay and idle timeout of 10 minutes, admission off, so
   every trace stays buffered; RSS delta (``VmRSS``) / buffered traces, once all are buffered.
 
 The server is pinned to one CPU and the clients to another when there are two.
 
-Usage:  python benchmarks/serve_ingest.py [--requests 40] [--quick]
+``--stages``: where the CPU goes, the same path on one thread without threads or HTTP
+(decode -> buffer -> assemble -> 4 evaluators -> Prometheus sink -> OTel sink, through the
+SDK, with serve's resource -> OTLP encoding of the results in 512-item batches, as the
+exporters do it), ``process_time`` per stage.
+
+Usage:  python benchmarks/serve_ingest.py [--requests 40] [--quick] [--stages]
 """
 
 from __future__ import annotations
@@ -217,12 +223,12 @@ def sender_factory(kind: str, server: Server) -> Callable[[], Callable[[Any], bo
     return make
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None) -> dict[str, Any]:
@@ -250,7 +256,9 @@ def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: in
             return (completed >= traces and evaluated >= runs and len(receiver.evaluation_spans()) >= evaluated
                     and len(receiver.results()) >= EVALUATORS * evaluated)
 
-        wait_until(done, 600, "every trace evaluated and exported")
+        # A scrape of /metrics costs serve ~1 ms of CPU: polled 4 times a second, not 20, so that
+        # the benchmark's own watching stays a small part of what it measures (Prometheus scrapes every 15 s or so).
+        wait_until(done, 600, "every trace evaluated and exported", interval=0.25)
         cpu_after, wall_after = server.cpu_seconds(), time.perf_counter()
         after = server.metrics()
     finally:
@@ -289,11 +297,114 @@ def measure_memory(batches: list[list[ReadableSpan]], traces: int, cpu: int | No
         server.stop()
 
 
+def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[str, float]:
+    """CPU seconds per stage of serve's path on one thread (best of ``rounds`` per stage); see the module docstring."""
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanProcessor
+    from prometheus_client import CollectorRegistry
+
+    from otel_agent_eval.assembly import assemble
+    from otel_agent_eval.buffer import FLUSH, TraceBuffer
+    from otel_agent_eval.config import Settings
+    from otel_agent_eval.evaluators import build_configured_evaluators
+    from otel_agent_eval.evaluators.base import safe_evaluate
+    from otel_agent_eval.logs import join_log_records
+    from otel_agent_eval.otlp import decode_traces_json, decode_traces_protobuf
+    from otel_agent_eval.pipeline import EvaluatedTrace, flatten
+    from otel_agent_eval.sinks import otlp_export
+    from otel_agent_eval.sinks.otel import OtelSink
+    from otel_agent_eval.sinks.prometheus import PrometheusSink
+    from otel_agent_eval.stats import PipelineStats, RunLabels
+
+    bodies = [otlp_json(b) for b in batches] if kind == "http/json" else [encode_spans(b).SerializeToString() for b in batches]
+    decode = decode_traces_json if kind == "http/json" else decode_traces_protobuf
+    settings = Settings.load()
+    evaluators, _ = build_configured_evaluators(settings)
+    best: dict[str, float] = {}
+
+    class Collect(SpanProcessor, LogRecordProcessor):  # type: ignore[misc]
+        """The SDK objects the OTel sink makes, kept for encoding as the batch processors would."""
+
+        def __init__(self) -> None:
+            self.items: list[Any] = []
+
+        def on_end(self, span: Any) -> None:
+            self.items.append(span)
+
+        def on_emit(self, record: Any) -> None:
+            self.items.append(record)
+
+        emit = on_emit
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 0) -> bool:
+            return True
+
+    def evaluate(run: Any) -> list[Any]:
+        return [result for evaluator in evaluators for result in safe_evaluate(evaluator, run)[0]]
+
+    def add(records: list[Any]) -> None:
+        for r in records:
+            buffer.add(r, r.trace_id, r.is_local_root, 0.0)
+
+    for _ in range(rounds):
+        resource = Resource.create({"service.name": "otel-agent-eval"})
+        if hasattr(otlp_export, "hashed_once"):  # as serve makes it (the benchmark also runs on older trees)
+            resource = otlp_export.hashed_once(resource)
+        tracer_provider, logger_provider = TracerProvider(resource=resource), LoggerProvider(resource=resource)
+        spans, logs = Collect(), Collect()
+        tracer_provider.add_span_processor(spans)
+        logger_provider.add_log_record_processor(logs)
+        otel = OtelSink(tracer_provider, logger_provider)
+        prometheus = PrometheusSink(CollectorRegistry(), PipelineStats(), RunLabels(100, 100))
+        buffer = TraceBuffer(settle_delay=0, idle_timeout=60, max_age=60, max_traces=10**6, max_spans_per_trace=10**4,
+                             on_drop=lambda reason, n: None)
+        spent: dict[str, float] = dict.fromkeys(
+            ("decode", "buffer", "assemble", "evaluate", "prometheus sink", "OTel sink (SDK objects)", "OTLP encoding"), 0.0)
+
+        def timed(stage: str, fn: Callable[..., Any], *args: Any, spent: dict[str, float] = spent) -> Any:
+            started = time.process_time()
+            out = fn(*args)
+            spent[stage] += time.process_time() - started
+            return out
+
+        for body in bodies:
+            timed("buffer", add, timed("decode", decode, body))
+        for completed in timed("buffer", buffer.pop_all, FLUSH):
+            records = join_log_records(completed.spans, completed.logs)
+            for run in timed("assemble", lambda records: flatten(assemble(records)), records):
+                evaluated = EvaluatedTrace(run, timed("evaluate", evaluate, run), {}, time.time_ns(), time.time_ns())
+                timed("prometheus sink", prometheus.emit, evaluated)
+                timed("OTel sink (SDK objects)", otel.emit, evaluated)
+        for collected, encode in ((spans, encode_spans), (logs, encode_logs)):
+            for i in range(0, len(collected.items), 512):
+                timed("OTLP encoding", lambda batch, encode: encode(batch).SerializePartialToString(),
+                      collected.items[i:i + 512], encode)
+        for stage, seconds in spent.items():
+            best[stage] = min(best.get(stage, seconds), seconds)
+    return best
+
+
+def print_stages(batches: list[list[ReadableSpan]], spans: int, traces: int, kind: str, rounds: int) -> None:
+    spent = stages(batches, kind, rounds)
+    total = sum(spent.values())
+    print(f"{kind}: one thread, best of {rounds} per stage: {spans / total:,.0f} spans per CPU-second, "
+          f"{total / traces * 1e6:,.0f} us per trace")
+    for stage, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {stage:<26} {100 * seconds / total:5.1f} %  {seconds * 1e3:7.1f} ms  {spans / seconds:>10,.0f} spans/s alone")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=40, help="batches of 512 spans per transport (default 40)")
     parser.add_argument("--quick", action="store_true", help="10 batches")
     parser.add_argument("--transports", default="http/protobuf,grpc,http/json")
+    parser.add_argument("--stages", action="store_true", help="CPU per stage on one thread instead (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="--stages: rounds, best per stage")
     args = parser.parse_args()
     count = 10 if args.quick else args.requests
     cpus: tuple[int | None, int | None] = (None, None)
@@ -304,6 +415,10 @@ def main() -> None:
             os.sched_setaffinity(0, {cpus[1]})
     print(f"building {count} batches of ~{SPANS_PER_REQUEST} spans ...", flush=True)
     batches, spans, traces = build_batches(count)
+    if args.stages:
+        for kind in dict.fromkeys("http/json" if k == "http/json" else "protobuf" for k in args.transports.split(",")):
+            print_stages(batches, spans, traces, kind, args.rounds)
+        return
     print(f"  {spans} spans in {traces} traces ({spans / traces:.1f} spans/trace); server on CPU {cpus[0]}, "
           f"clients ({SENDERS} threads) on CPU {cpus[1]}; admission off, no rate cap, {EVALUATORS} deterministic "
           f"evaluators, results exported over OTLP/HTTP", flush=True)

@@ -34,8 +34,8 @@ from ..records import (
     STATUS_OK,
     STATUS_UNSET,
     LogRecordData,
-    SpanEvent,
     SpanRecord,
+    unchecked_span_event,
     unchecked_span_record,
 )
 
@@ -68,61 +68,46 @@ _STATUS_NAMES = {
     Status.STATUS_CODE_OK: STATUS_OK,
     Status.STATUS_CODE_ERROR: STATUS_ERROR,
 }
-_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_BITS = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
 # --------------------------------------------------------------------------- values
 
 
-def any_value_to_python(value: AnyValue) -> Any:
+_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
+
+
+def any_value_to_python(value: AnyValue, *, text: bool = False) -> Any:
     """Map an OTLP ``AnyValue`` to a plain Python value.
 
     Arrays become tuples (as the SDK stores sequence attributes), kvlists dicts;
-    an empty AnyValue becomes None.
+    an empty AnyValue becomes None. ``bytes_value`` stays bytes, or with ``text``
+    becomes text as ``records.clean`` would make it (invalid UTF-8 replaced): what
+    span records hold, so that they need no cleaning pass (upb has already refused
+    strings that are not valid UTF-8).
     """
     kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "int_value":
-        return value.int_value
-    if kind == "double_value":
-        return value.double_value
+    if kind in _SCALARS:
+        return getattr(value, kind)
     if kind == "array_value":
-        return tuple(any_value_to_python(v) for v in value.array_value.values)
+        return tuple([any_value_to_python(v, text=text) for v in value.array_value.values])
     if kind == "kvlist_value":
-        return attributes_to_dict(value.kvlist_value.values)
+        return {kv.key: any_value_to_python(kv.value, text=text) for kv in value.kvlist_value.values}
     if kind == "bytes_value":
-        return value.bytes_value
+        return value.bytes_value.decode("utf-8", "replace") if text else value.bytes_value
     # None, or string_value_strindex (profiles only; meaningless without its dictionary)
     return None
 
 
-def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
-    """Turn repeated ``KeyValue`` into a dict (a later duplicate key wins)."""
-    return _attributes(attributes)[0]
-
-
-_MAY_HOLD_BYTES = frozenset({"bytes_value", "array_value", "kvlist_value"})
-
-
-def _attributes(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], bool]:
-    """The dict, and whether a value may hold bytes (protobuf strings are valid UTF-8 once parsed:
-    without bytes, ``records.clean`` has nothing to do)."""
+def attributes_to_dict(attributes: Iterable[KeyValue], *, text: bool = False) -> dict[str, Any]:
+    """Turn repeated ``KeyValue`` into a dict (a later duplicate key wins); ``text``: as ``any_value_to_python``."""
     out: dict[str, Any] = {}
-    may_hold_bytes = False
     for kv in attributes:
         value = kv.value
-        kind = value.WhichOneof("value")
-        if kind == "string_value":  # the commonest case, without a call
-            out[kv.key] = value.string_value
-        else:
-            out[kv.key] = any_value_to_python(value)
-            may_hold_bytes = may_hold_bytes or kind in _MAY_HOLD_BYTES
-    return out, may_hold_bytes
+        string = value.string_value  # the commonest case: a non-empty string, without a call
+        out[kv.key] = string if string or value.WhichOneof("value") == "string_value" else any_value_to_python(value, text=text)
+    return out
 
 
 def _optional_id(raw: bytes, size: int, what: str) -> int | None:
@@ -165,27 +150,40 @@ def spans_from_request(req: ExportTraceServiceRequest) -> list[SpanRecord]:
 
 
 def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any]) -> SpanRecord:
-    """One span; errors name the field relative to the span (``spans_from_request`` adds where it is)."""
-    attributes, may_hold_bytes = _attributes(span.attributes)
-    events = tuple(
-        SpanEvent(e.name, e.time_unix_nano, attributes_to_dict(e.attributes)) for e in span.events
-    )
+    """One span; errors name the field relative to the span (``spans_from_request`` adds where it is).
+
+    Made without ``records.clean``: protobuf text is valid UTF-8 once parsed, and bytes
+    values are decoded here.
+    """
+    trace_id = span.trace_id
+    span_id = span.span_id
+    if len(trace_id) != 16 or len(span_id) != 8:
+        _required_id(trace_id, 16, ".traceId")
+        _required_id(span_id, 8, ".spanId")
+    trace_int = int.from_bytes(trace_id, "big")
+    span_int = int.from_bytes(span_id, "big")
+    if not trace_int or not span_int:
+        _required_id(trace_id, 16, ".traceId")
+        _required_id(span_id, 8, ".spanId")
+    parent = span.parent_span_id
     flags = span.flags
     status = span.status
-    return (SpanRecord if may_hold_bytes else unchecked_span_record)(
-        trace_id=_required_id(span.trace_id, 16, ".traceId"),
-        span_id=_required_id(span.span_id, 8, ".spanId"),
-        parent_span_id=_optional_id(span.parent_span_id, 8, ".parentSpanId"),
+    start = span.start_time_unix_nano
+    return unchecked_span_record(
+        trace_id=trace_int,
+        span_id=span_int,
+        parent_span_id=_optional_id(parent, 8, ".parentSpanId") if parent else None,
         name=span.name,
-        start_time_unix_nano=span.start_time_unix_nano,
-        end_time_unix_nano=span.end_time_unix_nano or span.start_time_unix_nano,
-        attributes=attributes,
-        events=events,
+        start_time_unix_nano=start,
+        end_time_unix_nano=span.end_time_unix_nano or start,
+        attributes=attributes_to_dict(span.attributes, text=True),
+        events=tuple([unchecked_span_event(e.name, e.time_unix_nano, attributes_to_dict(e.attributes, text=True))
+                      for e in span.events]),
         status_code=_STATUS_NAMES.get(status.code, STATUS_UNSET),
         status_message=status.message or None,
         kind=_KIND_NAMES.get(span.kind, "INTERNAL"),
         scope_name=scope_name,
-        parent_is_remote=bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE),
+        parent_is_remote=flags & _REMOTE_BITS == _REMOTE_BITS,
         resource=resource,
     )
 

@@ -26,6 +26,7 @@ from ..records import (
     LogRecordData,
     SpanEvent,
     SpanRecord,
+    unchecked_span_event,
     unchecked_span_record,
 )
 
@@ -52,8 +53,8 @@ _KINDS = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER",
           "SPAN_KIND_CLIENT": "CLIENT", "SPAN_KIND_PRODUCER": "PRODUCER", "SPAN_KIND_CONSUMER": "CONSUMER"}
 _STATUSES = {0: STATUS_UNSET, 1: STATUS_OK, 2: STATUS_ERROR, "STATUS_CODE_UNSET": STATUS_UNSET,
              "STATUS_CODE_OK": STATUS_OK, "STATUS_CODE_ERROR": STATUS_ERROR}
-_HAS_IS_REMOTE = 0x100
-_IS_REMOTE = 0x200
+_REMOTE_BITS = 0x300
+"""Flags: the parent's is-remote bit is known (0x100) and set (0x200)."""
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -130,24 +131,38 @@ def any_value(value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         return None
     for key, found in value.items():  # one key: the oneof
-        if key == "stringValue" or key == "string_value":
-            return found
-        if key == "intValue" or key == "int_value":
-            return _int(found, where)
-        if key == "boolValue" or key == "bool_value":
-            return bool(found)
-        if key == "doubleValue" or key == "double_value":
-            return _SPECIAL_DOUBLES[found] if isinstance(found, str) and found in _SPECIAL_DOUBLES else float(found)
-        if key == "arrayValue" or key == "array_value":
-            return tuple(any_value(v, where) for v in (found or {}).get("values") or ())
-        if key == "kvlistValue" or key == "kvlist_value":
-            return attributes((found or {}).get("values"), where)
-        if key == "bytesValue" or key == "bytes_value":
-            try:
-                return base64.b64decode(found, validate=True)
-            except (binascii.Error, TypeError, ValueError):
-                raise OTLPDecodeError(f"{where}: bytesValue is not base64") from None
+        read = _VALUE_READERS.get(key)
+        if read is not None:
+            return read(found, where)
     return None
+
+
+def _double(found: Any, where: str) -> float:
+    return _SPECIAL_DOUBLES[found] if isinstance(found, str) and found in _SPECIAL_DOUBLES else float(found)
+
+
+def _bytes(found: Any, where: str) -> bytes:
+    try:
+        return base64.b64decode(found, validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise OTLPDecodeError(f"{where}: bytesValue is not base64") from None
+
+
+def _array(found: Any, where: str) -> tuple[Any, ...]:
+    return tuple([any_value(v, where) for v in (found or {}).get("values") or ()])
+
+
+def _kvlist(found: Any, where: str) -> dict[str, Any]:
+    return attributes((found or {}).get("values"), where)
+
+
+_VALUE_READERS: dict[str, Any] = {}
+for _names, _read in ((("stringValue", "string_value"), lambda found, where: found), (("intValue", "int_value"), _int),
+                      (("boolValue", "bool_value"), lambda found, where: bool(found)),
+                      (("doubleValue", "double_value"), _double), (("arrayValue", "array_value"), _array),
+                      (("kvlistValue", "kvlist_value"), _kvlist), (("bytesValue", "bytes_value"), _bytes)):
+    _VALUE_READERS.update(dict.fromkeys(_names, _read))
+"""``AnyValue`` field (lowerCamelCase or proto name) -> its reader."""
 
 
 def attributes(items: Any, where: str) -> dict[str, Any]:
@@ -158,15 +173,28 @@ def attributes(items: Any, where: str) -> dict[str, Any]:
         raise OTLPDecodeError(f"{where}: attributes must be a list")
     out: dict[str, Any] = {}
     for kv in items:
-        if type(kv) is not dict:
-            raise OTLPDecodeError(f"{where}: an attribute is not a {{key, value}} object")
-        key = kv.get("key", "")  # proto3 JSON leaves out default values: a missing key is ""
-        if type(key) is not str:
-            raise OTLPDecodeError(f"{where}: an attribute key is not a string")
-        value = kv.get("value")
-        # The commonest case first, without a call: a string attribute.
-        out[key] = value["stringValue"] if type(value) is dict and "stringValue" in value else any_value(value, f"{where}[{key}]")
+        try:
+            key = kv["key"]
+            value = kv["value"]
+        except (KeyError, TypeError, IndexError):
+            key, value = _attribute(kv, where)
+        else:
+            if type(key) is str and type(value) is dict and (text := value.get("stringValue")) is not None:
+                value = text  # the commonest case without a call: a string attribute
+            else:
+                key, value = _attribute(kv, where)
+        out[key] = value
     return out
+
+
+def _attribute(kv: Any, where: str) -> tuple[str, Any]:
+    """One ``KeyValue`` object, checked: any value type, a missing key or value."""
+    if type(kv) is not dict:
+        raise OTLPDecodeError(f"{where}: an attribute is not a {{key, value}} object")
+    key = kv.get("key", "")  # proto3 JSON leaves out default values: a missing key is ""
+    if type(key) is not str:
+        raise OTLPDecodeError(f"{where}: an attribute key is not a string")
+    return key, any_value(kv.get("value"), f"{where}[{key}]")
 
 
 def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
@@ -174,7 +202,8 @@ def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
     return node.get(snake) if value is None else value
 
 
-def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = SpanRecord) -> SpanRecord:
+def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = SpanRecord,
+          make_event: Any = SpanEvent) -> SpanRecord:
     """One span object; errors name the field relative to the span (``spans()`` adds where it is)."""
     if type(span) is not dict:
         raise OTLPDecodeError(f": expected a JSON object, got {type(span).__name__}")
@@ -184,25 +213,42 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
     if raw_events:
         if type(raw_events) is not list:
             raise OTLPDecodeError(".events: expected a list")
-        events = tuple(
-            SpanEvent(str(e.get("name") or ""), _int(_field(e, "timeUnixNano", "time_unix_nano"), f".events[{i}].timeUnixNano"),
-                      attributes(e.get("attributes"), f".events[{i}]"))
+        events = tuple([
+            make_event(str(e.get("name") or ""), _int(_field(e, "timeUnixNano", "time_unix_nano"), f".events[{i}].timeUnixNano"),
+                       attributes(e.get("attributes"), f".events[{i}]"))
             if type(e) is dict else _not_object(f".events[{i}]", e)
             for i, e in enumerate(raw_events)
-        )
+        ])
     status = get("status")
     code, message = (status.get("code", 0), status.get("message") or None) if type(status) is dict else (0, None)
     flags = get("flags")
-    flags = 0 if flags is None else _int(flags, ".flags")
-    start = _field(span, "startTimeUnixNano", "start_time_unix_nano")
-    start = start if type(start) is int else _int(start, ".startTimeUnixNano")
-    end = _field(span, "endTimeUnixNano", "end_time_unix_nano")
-    end = end if type(end) is int else _int(end, ".endTimeUnixNano")
+    if type(flags) is not int:
+        flags = 0 if flags is None else _int(flags, ".flags")
+    start = get("startTimeUnixNano")  # int64: a number or (proto3 JSON) a decimal string
+    if type(start) is not int:
+        start = _int(get("start_time_unix_nano") if start is None else start, ".startTimeUnixNano")
+    end = get("endTimeUnixNano")
+    if type(end) is not int:
+        end = _int(get("end_time_unix_nano") if end is None else end, ".endTimeUnixNano")
+    try:  # the common case in one go; anything unusual goes through the checks that say what is wrong
+        trace_raw = bytes.fromhex(get("traceId"))
+        span_raw = bytes.fromhex(get("spanId"))
+    except (TypeError, ValueError):
+        trace_raw = span_raw = b""
+    trace_id = int.from_bytes(trace_raw, "big") if len(trace_raw) == 16 else 0
+    span_id = int.from_bytes(span_raw, "big") if len(span_raw) == 8 else 0
+    if not (trace_id and span_id):
+        trace_id = _required_id(_field(span, "traceId", "trace_id"), 16, ".traceId")
+        span_id = _required_id(_field(span, "spanId", "span_id"), 8, ".spanId")
+    parent = get("parentSpanId")
+    if parent is None:
+        parent = get("parent_span_id")
+    name = get("name")
     return make(
-        trace_id=_required_id(_field(span, "traceId", "trace_id"), 16, ".traceId"),
-        span_id=_required_id(_field(span, "spanId", "span_id"), 8, ".spanId"),
-        parent_span_id=_id(_field(span, "parentSpanId", "parent_span_id"), 8, ".parentSpanId"),
-        name=str(get("name") or ""),
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_id(parent, 8, ".parentSpanId") if parent else None,
+        name=name if type(name) is str else str(name or ""),
         start_time_unix_nano=start,
         end_time_unix_nano=end or start,
         attributes=attributes(get("attributes"), ""),
@@ -211,7 +257,7 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
         status_message=message,
         kind=_KINDS.get(get("kind", 0), "INTERNAL"),
         scope_name=scope_name,
-        parent_is_remote=bool(flags & _HAS_IS_REMOTE) and bool(flags & _IS_REMOTE),
+        parent_is_remote=flags & _REMOTE_BITS == _REMOTE_BITS,
         resource=resource,
     )
 
@@ -226,7 +272,7 @@ def spans(doc: Any, where: str, *, utf8_text: bool = False) -> Iterator[SpanReco
     ``utf8_text``: the caller knows every string in ``doc`` encodes as UTF-8 and no value
     is bytes (see ``utf8_text``), so records skip ``records.clean``.
     """
-    make = unchecked_span_record if utf8_text else SpanRecord
+    make, make_event = (unchecked_span_record, unchecked_span_event) if utf8_text else (SpanRecord, SpanEvent)
     doc = _object(doc, where)
     for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", f"{where}: ExportTraceServiceRequest")):
         r_where = f"{where}: resourceSpans[{r}]"
@@ -238,7 +284,7 @@ def spans(doc: Any, where: str, *, utf8_text: bool = False) -> Iterator[SpanReco
             scope_name = str((scope_spans.get("scope") or {}).get("name") or "")
             for p, span in enumerate(_list(scope_spans, "spans", "spans", s_where)):
                 try:
-                    yield _span(span, scope_name, resource, make)
+                    yield _span(span, scope_name, resource, make, make_event)
                 except OTLPDecodeError as exc:  # where it is, formatted only when it fails
                     raise OTLPDecodeError(f"{s_where}.spans[{p}]{exc}") from None
 

@@ -10,6 +10,7 @@ from ..sinks.otlp_export import (
     ExportTally,
     bounded_log_processor,
     bounded_span_processor,
+    hashed_once,
 )
 
 
@@ -52,6 +53,7 @@ def otlp_providers(endpoint: str | None, protocol: str | None, settings: Setting
     resource = Resource.create()
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "otel-agent-eval"}))
+    resource = hashed_once(resource)
     tracer_provider = logger_provider = None
     if wants_traces:
         tracer_provider = TracerProvider(resource=resource)

@@ -116,13 +116,27 @@ class OtelSink:
         self._logger_provider = logger_provider
         self.emit_spans = emit_spans
         self.emit_logs = emit_logs
+        self._tracer: tuple[Any, Any] = (None, None)
+        self._logger: tuple[Any, Any] = (None, None)
+
+    def _current_tracer(self) -> Any:
+        """The tracer of the configured (or current global) provider, made once per provider: the SDK's
+        ``get_tracer`` rebuilds scope objects and re-installs a warnings filter on every call."""
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        if self._tracer[0] is not provider:
+            self._tracer = (provider, provider.get_tracer(SCOPE_NAME))
+        return self._tracer[1]
+
+    def _current_logger(self) -> Any:
+        provider = self._logger_provider or get_logger_provider()
+        if self._logger[0] is not provider:
+            self._logger = (provider, provider.get_logger(SCOPE_NAME))
+        return self._logger[1]
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
         context = evaluated_context(evaluated)
         if self.emit_spans:
-            provider = self._tracer_provider or trace.get_tracer_provider()
-            tracer = provider.get_tracer(SCOPE_NAME)
-            span = tracer.start_span(
+            span = self._current_tracer().start_span(
                 f"{SPAN_NAMES[evaluated.phase]} {evaluated.trace.agent_name}",
                 context=context,
                 kind=SpanKind.INTERNAL,
@@ -131,8 +145,7 @@ class OtelSink:
             )
             span.end(end_time=evaluated.ended_ns)
         if self.emit_logs:
-            provider = self._logger_provider or get_logger_provider()
-            logger = provider.get_logger(SCOPE_NAME)
+            logger = self._current_logger()
             service = evaluated.trace.metadata.get(SERVICE_NAME)
             for result in evaluated.results:
                 logger.emit(

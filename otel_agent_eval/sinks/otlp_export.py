@@ -92,6 +92,26 @@ class CountingExporter:
         return bool(self._exporter.force_flush(timeout_millis))
 
 
+def hashed_once(resource: Any) -> Any:
+    """The same SDK ``Resource`` with its hash computed once.
+
+    The OTLP encoders group every exported item by resource, and ``Resource.__hash__``
+    serialises all its attributes to JSON on each call: a fifth of the cost of
+    encoding a result log record. A resource is immutable, so its hash can be kept.
+    """
+    from opentelemetry.sdk.resources import Resource
+
+    class HashedResource(Resource):
+        def __init__(self) -> None:
+            super().__init__(resource.attributes, resource.schema_url)
+            self._hash = Resource.__hash__(self)
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    return HashedResource()
+
+
 EXPORT_BATCH = 512
 """Items per export request (the SDK default), or the queue bound if smaller."""
 

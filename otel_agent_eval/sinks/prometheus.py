@@ -11,6 +11,7 @@ code from a small fixed set (``EvalResult.reason``), empty for pass and fail.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -43,16 +44,26 @@ class PrometheusSink:
             ["evaluator"], buckets=DURATION_BUCKETS, registry=registry,
         )
         registry.register(PipelineCollector(stats))
+        self._children: dict[tuple[Any, ...], Any] = {}
+        """Labelled children by (metric, label values): ``labels()`` validates and locks on every call. As
+        bounded as the metrics' own children (capped agent and service labels, fixed evaluators and reasons)."""
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
         agent, service = self.run_labels(evaluated.trace)
         exemplar = {"trace_id": evaluated.trace.trace_id}
         for result in evaluated.results:
-            self.results.labels(result.evaluator, agent, service, result.label, result.reason or "").inc()
+            self._child(self.results, result.evaluator, agent, service, result.label, result.reason or "").inc()
             if result.score is not None:
-                self.score.labels(result.evaluator, agent, service).observe(result.score, exemplar=exemplar)
+                self._child(self.score, result.evaluator, agent, service).observe(result.score, exemplar=exemplar)
         for evaluator, seconds in evaluated.durations.items():
-            self.duration.labels(evaluator).observe(seconds)
+            self._child(self.duration, evaluator).observe(seconds)
 
 
 class PipelineCollector(Collector):

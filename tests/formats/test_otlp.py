@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -18,6 +19,9 @@ from opentelemetry import trace  # noqa: E402
 from opentelemetry._logs import SeverityNumber  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,  # noqa: E402
+)
 from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
 from opentelemetry.sdk._logs.export import (  # noqa: E402
     InMemoryLogRecordExporter,
@@ -216,6 +220,23 @@ def test_json_enum_ints_and_snake_case_accepted() -> None:
     assert r.attributes["nested"] == {"a": 1, "b": ("x", 2.5)}
     assert r.attributes["raw"] == "\x01\x02"  # bytes are decoded as UTF-8 text (records.clean)
     assert r.attributes["big"] == 9007199254740993  # int64 written as a JSON string
+
+
+def test_protobuf_bytes_values_become_text_as_clean_makes_them() -> None:
+    """Protobuf records skip ``records.clean``: bytes values, at any depth, are decoded as they are read."""
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add(trace_id=bytes(range(1, 17)), span_id=bytes(range(1, 9)), name="s")
+    span.attributes.add(key="raw").value.bytes_value = b"\x01\x02"
+    span.attributes.add(key="bad").value.bytes_value = b"ok \xff"
+    nested = span.attributes.add(key="deep").value
+    nested.array_value.values.add().kvlist_value.values.add(key="k").value.bytes_value = b"\xfe"
+    span.events.add(name="e").attributes.add(key="b").value.bytes_value = b"\x80"
+    (r,) = spans_from_request(req)
+    assert r.attributes["raw"] == "\x01\x02" and r.attributes["bad"] == "ok \ufffd"
+    assert r.attributes["deep"] == ({"k": "\ufffd"},)
+    assert r.events[0].attributes == {"b": "\ufffd"}
+    checked = SpanRecord(**{f.name: getattr(r, f.name) for f in dataclasses.fields(SpanRecord)})
+    assert checked == r  # cleaning it again changes nothing, and every field was set
 
 
 def test_resource_attributes_stay_out_of_span_attributes() -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.serve.server import EvalServer, ServeOptions
+from otel_agent_eval.sinks.otlp_export import hashed_once
 from tests.openai_server import FakeOpenAI, slow
 from tests.cli.test_cli import CLI, export_demo_traces
 from tests.serve.server_process import SCENARIOS, Receiver, run_scenarios, wait_for
@@ -75,3 +77,12 @@ def test_offline_evaluate_runs_judge_calls_concurrently(tmp_path: Path) -> None:
     for agent_run in report["agent_runs"]:
         evaluators = [r["evaluator"] for r in agent_run["results"]]
         assert evaluators[-1] == "task_completion" and evaluators.count("task_completion") == 1  # in configured order
+
+
+def test_serve_resource_hashed_once_is_the_same_resource() -> None:
+    """The OTLP encoders group results by resource: serve's hashes once, and is equal to the one it copies."""
+    resource = Resource.create({"service.name": "otel-agent-eval", "k": ("a", "b")}, schema_url="https://s")
+    hashed = hashed_once(resource)
+    assert hashed == resource and hash(hashed) == hash(resource)
+    assert dict(hashed.attributes) == dict(resource.attributes) and hashed.schema_url == resource.schema_url
+    assert {resource: 1}[hashed] == 1
