@@ -101,11 +101,11 @@ print(json.dumps({"seconds": time.perf_counter() - wall, "cpu": time.process_tim
 
 OURS_IN_PROCESS_SCRIPT = r'''
 import json, os, sys, time
-from otel_agent_eval import cli, offline, otlp  # what `evaluate` imports, before the clock starts
+from otel_agent_eval.cli import evaluate, main  # noqa: F401  what `evaluate` imports, before the clock starts
 from otel_agent_eval.evaluators import build_configured_evaluators
 wall, cpu = time.perf_counter(), time.process_time()
 real_stdout, sys.stdout = sys.stdout, open(os.devnull, "w")
-code = cli.main(sys.argv[1:])
+code = main(sys.argv[1:])
 sys.stdout.close()
 sys.stdout = real_stdout
 print(json.dumps({"seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "exit": code}))

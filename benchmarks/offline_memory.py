@@ -8,7 +8,7 @@ next run's, so no line holds a whole trace and every trace must be put together 
 lines. Each measurement is a fresh subprocess that reports its own peak RSS
 (``ru_maxrss``):
 
-* ``read+assemble``: ``offline.read_traces`` (streamed reading, grouping by trace id, spill
+* ``read+assemble``: ``cli.evaluate.read_traces`` (streamed reading, grouping by trace id, spill
   beyond the bound) and ``assemble`` of each trace, runs discarded: the reading path alone;
 * ``evaluate``: the whole command, ``evaluate FILE --evaluators tool_call_accuracy
   --format text > /dev/null``, whose report keeps every assembled run.
@@ -30,7 +30,7 @@ from pathlib import Path
 
 READ_SCRIPT = r'''
 import resource, sys
-from otel_agent_eval.assemble import assemble
+from otel_agent_eval.assembly import assemble
 from otel_agent_eval.cli.evaluate import TraceGroups, read_traces
 groups = TraceGroups(int(sys.argv[2]))
 traces = runs = 0

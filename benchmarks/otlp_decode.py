@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from google.protobuf.internal import api_implementation
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from otel_agent_eval import otlp_json
+    from otel_agent_eval.formats import otlp_json
     from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf, spans_from_request
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -306,17 +306,17 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
     from prometheus_client import CollectorRegistry
 
     from otel_agent_eval.assembly import assemble
-    from otel_agent_eval.buffer import FLUSH, TraceBuffer
+    from otel_agent_eval.pipeline.buffer import FLUSH, TraceBuffer
     from otel_agent_eval.config import Settings
     from otel_agent_eval.evaluators import build_configured_evaluators
     from otel_agent_eval.evaluators.base import safe_evaluate
-    from otel_agent_eval.logs import join_log_records
-    from otel_agent_eval.otlp import decode_traces_json, decode_traces_protobuf
-    from otel_agent_eval.pipeline import EvaluatedTrace, flatten
+    from otel_agent_eval.pipeline.completion import flatten, join_log_records
+    from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf
+    from otel_agent_eval.model import EvaluatedTrace
     from otel_agent_eval.sinks import otlp_export
     from otel_agent_eval.sinks.otel import OtelSink
     from otel_agent_eval.sinks.prometheus import PrometheusSink
-    from otel_agent_eval.stats import PipelineStats, RunLabels
+    from otel_agent_eval.pipeline.stats import PipelineStats, RunLabels
 
     bodies = [otlp_json(b) for b in batches] if kind == "http/json" else [encode_spans(b).SerializeToString() for b in batches]
     decode = decode_traces_json if kind == "http/json" else decode_traces_protobuf
