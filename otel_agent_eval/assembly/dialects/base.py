@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,6 +268,30 @@ def canonical_json(value: Any) -> str:
         return _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
+
+
+def indexed_key_pattern(prefix: str, infix: str = ".") -> re.Pattern[str]:
+    """What ``indexed_fields`` finds: keys ``{prefix}{index}{infix}{field}`` (a newline before each key)."""
+    return re.compile("\n(" + re.escape(prefix) + "(\\d+)" + re.escape(infix) + "([^\\n]+))")
+
+
+def indexed_fields(attrs: Mapping[str, Any], pattern: re.Pattern[str]) -> dict[int, dict[str, Any]]:
+    """Flattened attributes ``{prefix}{index}{infix}{field}`` (``pattern`` from ``indexed_key_pattern``) as
+    ``{index: {field: value}}``, in key order.
+
+    One regex search over the joined keys, in C, instead of a Python loop over every key of a span
+    that carries a hundred (the whole history, flattened). A found key that is not an attribute (one
+    that spanned a newline) is skipped.
+    """
+    grouped: dict[int, dict[str, Any]] = {}
+    for key, index, field in pattern.findall("\n" + "\n".join(attrs)):
+        value = attrs.get(key, _ABSENT)
+        if value is not _ABSENT:
+            grouped.setdefault(int(index), {})[field] = value
+    return grouped
+
+
+_ABSENT = object()
 
 
 def fill(op: Operation, **fields: Any) -> None:

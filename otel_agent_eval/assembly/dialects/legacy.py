@@ -32,6 +32,8 @@ from .base import (
     bedrock_result,
     fill,
     first_str,
+    indexed_fields,
+    indexed_key_pattern,
     maybe_json,
     parse_json_value,
     present,
@@ -42,7 +44,7 @@ from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
 
-_INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
+_INDEXED = {side: indexed_key_pattern(f"gen_ai.{side}.") for side in ("prompt", "completion")}
 MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -115,18 +117,11 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 def _indexed(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
     """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) -> ``{side: messages}``."""
-    prefix = f"gen_ai.{side}."
-    grouped: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in attrs.items():
-        match = _INDEXED.match(key) if key.startswith(prefix) else None
-        if match:
-            side, index, field = match.group(1), int(match.group(2)), match.group(3)
-            grouped.setdefault(side, {}).setdefault(index, {})[field] = value
-    result = {}
-    for side, by_index in grouped.items():
-        messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]
-        result[side] = _pair_tool_results(messages)
-    return result
+    by_index = indexed_fields(attrs, _INDEXED[side])
+    if not by_index:
+        return {}
+    messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]
+    return {side: _pair_tool_results(messages)}
 
 
 def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:

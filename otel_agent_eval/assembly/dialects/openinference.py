@@ -32,6 +32,8 @@ from .base import (
     as_str,
     fill,
     first_str,
+    indexed_fields,
+    indexed_key_pattern,
     maybe_json,
     parse_json_value,
     present,
@@ -46,7 +48,7 @@ MARKERS = ("openinference.span.kind",)
 DETECT_KEYS = (*MARKERS, "input.value", "output.value")
 
 SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
-_MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
+_MESSAGE_KEYS = {side: indexed_key_pattern(f"llm.{side}_messages.", ".message.") for side in ("input", "output")}
 _CONTENT_KEY = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
 _CALL_KEY = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 STEP_SPAN_NAMES = ("turn",)
@@ -298,16 +300,10 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
 
 def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
     """``llm.{side}_messages.*`` -> ``{side: messages}`` (empty when there are none)."""
-    prefix = f"llm.{side}_messages."
-    grouped: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in attrs.items():
-        match = _MESSAGE_KEY.match(key) if key.startswith(prefix) else None
-        if match:
-            grouped.setdefault(match.group(1), {}).setdefault(int(match.group(2)), {})[match.group(3)] = value
-    return {
-        side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]
-        for side, by_index in grouped.items()
-    }
+    by_index = indexed_fields(attrs, _MESSAGE_KEYS[side])
+    if not by_index:
+        return {}
+    return {side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]}
 
 
 def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
