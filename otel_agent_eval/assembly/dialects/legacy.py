@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ...records import SpanEvent, SpanRecord
@@ -33,7 +32,6 @@ from .base import (
     fill,
     first_str,
     indexed_fields,
-    indexed_key_pattern,
     maybe_json,
     parse_json_value,
     present,
@@ -44,7 +42,6 @@ from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
 
-_INDEXED = {side: indexed_key_pattern(f"gen_ai.{side}.") for side in ("prompt", "completion")}
 MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -117,7 +114,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 def _indexed(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
     """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) -> ``{side: messages}``."""
-    by_index = indexed_fields(attrs, _INDEXED[side])
+    by_index = indexed_fields(attrs, f"gen_ai.{side}.")
     if not by_index:
         return {}
     messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]

@@ -33,7 +33,6 @@ from .base import (
     fill,
     first_str,
     indexed_fields,
-    indexed_key_pattern,
     maybe_json,
     parse_json_value,
     present,
@@ -48,7 +47,6 @@ MARKERS = ("openinference.span.kind",)
 DETECT_KEYS = (*MARKERS, "input.value", "output.value")
 
 SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
-_MESSAGE_KEYS = {side: indexed_key_pattern(f"llm.{side}_messages.", ".message.") for side in ("input", "output")}
 _CONTENT_KEY = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
 _CALL_KEY = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 STEP_SPAN_NAMES = ("turn",)
@@ -300,7 +298,7 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
 
 def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
     """``llm.{side}_messages.*`` -> ``{side: messages}`` (empty when there are none)."""
-    by_index = indexed_fields(attrs, _MESSAGE_KEYS[side])
+    by_index = indexed_fields(attrs, f"llm.{side}_messages.", ".message.")
     if not by_index:
         return {}
     return {side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]}
