@@ -134,14 +134,14 @@ def read_operation(record: SpanRecord) -> Operation | None:
         )
     if kind is None or kind == OTHER:
         return None
-    for dialect in IGNORING:
-        if dialect.ignores(record) and dialect in found:
+    for dialect in found:  # ``found`` is in ``DIALECTS`` order, like ``IGNORING`` and ``FINISHING``
+        if dialect in IGNORING and dialect.ignores(record):
             return None
     op = Operation(record=record, kind=kind)
     for dialect in found:
         dialect.extract(record, op)
-    for dialect in FINISHING:
-        if dialect in found:
+    for dialect in found:
+        if dialect in FINISHING:
             dialect.finish(op)
     if op.kind == AGENT and not op.agent_name:
         op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
