@@ -311,8 +311,7 @@ def first_str(attrs: Any, *keys: str) -> str | None:
 def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> TokenUsage | None:
     """Token usage from the first present key of each list; None when neither is there."""
     counts = token_counts(attrs, input_keys, output_keys)
-    # ints already (``as_int``): the model is built without a second validation
-    return None if counts is None else TokenUsage.model_construct(input_tokens=counts[0], output_tokens=counts[1])
+    return None if counts is None else TokenUsage(input_tokens=counts[0], output_tokens=counts[1])
 
 
 def token_counts(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> tuple[int, int] | None:
