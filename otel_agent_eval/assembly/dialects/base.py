@@ -92,9 +92,11 @@ class Operation:
     tool_definitions: list[Any] | None = None
     issues: list[str] = field(default_factory=list)
 
-    @property
-    def span_id(self) -> int:
-        return self.record.span_id
+    span_id: int = field(init=False, repr=False)
+    """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
+
+    def __post_init__(self) -> None:
+        self.span_id = self.record.span_id
 
     @property
     def input_messages(self) -> list[Message] | None:
