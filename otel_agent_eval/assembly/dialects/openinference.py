@@ -47,8 +47,6 @@ MARKERS = ("openinference.span.kind",)
 DETECT_KEYS = (*MARKERS, "input.value", "output.value")
 
 SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
-_CONTENT_KEY = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
-_CALL_KEY = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 STEP_SPAN_NAMES = ("turn",)
 """CHAIN spans that stand for one agent turn (OpenAI Agents SDK >= 0.14 ``turn`` custom spans)."""
 PREPARE_SPAN_SUFFIXES = ("._prepare_chat_with_tools",)
@@ -307,13 +305,8 @@ def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Messa
 def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
     role = str(fields.get("role") or "unknown")
     message = Message(role=role)
-    contents: dict[int, dict[str, Any]] = {}
-    calls: dict[int, dict[str, Any]] = {}
-    for key, value in fields.items():
-        if match := _CONTENT_KEY.match(key):
-            contents.setdefault(int(match.group(1)), {})[match.group(2)] = value
-        elif match := _CALL_KEY.match(key):
-            calls.setdefault(int(match.group(1)), {})[match.group(2)] = value
+    contents = indexed_fields(fields, "contents.", ".message_content.")
+    calls = indexed_fields(fields, "tool_calls.", ".tool_call.")
     texts = [] if fields.get("content") is None else [text_of(fields["content"]) or ""]
     for index in sorted(contents):
         part = contents[index]

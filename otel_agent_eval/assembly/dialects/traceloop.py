@@ -75,7 +75,13 @@ def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
     node, namespace = langgraph_task(attrs)
-    fill(op, conversation_id=first_str(attrs, *SESSION_KEYS), graph_node=node, graph_namespace=namespace)
+    # ``fill`` of three fields, spelled out: this runs on every span of these instrumentations
+    if op.conversation_id is None:
+        op.conversation_id = first_str(attrs, *SESSION_KEYS) or None
+    if node and op.graph_node is None:
+        op.graph_node = node
+    if namespace and op.graph_namespace is None:
+        op.graph_namespace = namespace
     name = first_str(attrs, "traceloop.entity.name")
     entity_input = _payload(attrs, "traceloop.entity.input", issues)
     raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # parsed once: _tool_output reads it too
