@@ -20,7 +20,8 @@ with failed tools (ERROR status, exception event with a stack trace), pydantic-a
 OpenInference (flattened messages, raw request/response JSON, tool spans without a
 call id), OpenLLMetry (indexed prompt attributes, LangChain entity wrappers). Rounds
 interleave the shapes and the two measurements (alternating their order) so machine
-drift hits all alike; the best round is reported. Then semconv traces of 10, 20, 100
+drift hits all alike; the best round is reported, by wall clock and (the CPU ratio) by process
+CPU time of the same rounds, which a busy shared machine disturbs less. Then semconv traces of 10, 20, 100
 and 1,000 spans, the phases of a 20-span trace timed apart, and cProfile per shape.
 
     python benchmarks/pipeline.py                  # ~2 min
