@@ -28,14 +28,14 @@ class TraceIndex:
         """How many operations of each kind: a kind the trace lacks is never looked for up the tree."""
         self.hints: set[str] = set()
         """The rule hints (``HINT_FIELDS``) some operation sets, and "agent" when there is an agent."""
+        self._ancestors: dict[int, list[int]] = {}
+        self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
         for span_id, record in records.items():
             if record.scope_name == OWN_SCOPE:
                 continue  # kept for ancestry only: our own evaluation spans are no agent
             op = read_operation(record)
             if op is not None:
                 self.add(op)
-        self._ancestors: dict[int, list[int]] = {}
-        self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
 
     def add(self, op: Operation) -> None:
         self.ops[op.span_id] = op
@@ -46,7 +46,7 @@ class TraceIndex:
         for name in HINT_FIELDS:
             if getattr(op, name):
                 self.hints.add(name)
-        if hasattr(self, "_nearest"):
+        if self._nearest:
             self._nearest.clear()
 
     def remove(self, span_ids: list[int]) -> None:
@@ -84,10 +84,11 @@ class TraceIndex:
         found = above.get(kind)
         if found is None:
             return None
-        distance, op = found
-        if stop is not None and stop in self.ancestors(span_id)[: distance + 1]:
-            return None
-        return op
+        if stop is not None:
+            distance = found[0]  # ``ancestors`` is cached: ``_nearest_by_kind`` walked it
+            if stop in self._ancestors[span_id][: distance + 1]:
+                return None
+        return found[1]
 
     def _nearest_by_kind(self, span_id: int) -> dict[str, tuple[int, Operation]]:
         """Per kind, the nearest ancestor operation and its position in ``ancestors``; one walk per span."""

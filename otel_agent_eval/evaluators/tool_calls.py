@@ -9,6 +9,7 @@ from typing import Any
 from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
+from .trajectory import scalar_identities
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
 
 __all__ = ["ExpectedCall", "ToolCallAccuracy", "ToolExpectation", "ToolFailureRecovery", "load_expectations"]
@@ -184,12 +185,16 @@ class ToolFailureRecovery(Evaluator):
             return [self.scored(trace, 1.0, "no tool call failed", {"failed": 0})]
         rule = self.rule_for(trace)
         # One pass from the end: what succeeded later, by identity and by name.
-        later_ids: set[tuple[str, str]] = set()
+        later_ids: set[tuple[str, Any]] = set()
         later_names: set[str] = set()
         failures = 0
         unrecovered: list[str] = []
-        for call in reversed(calls):
-            identity = call_identity(call, rule.retry_keys)
+        # All arguments identify a call (no retry keys): dicts of scalars compare as canonical JSON
+        # does, without encoding each (``scalar_identities``).
+        identities = None if rule.retry_keys else scalar_identities(calls)
+        for position in range(len(calls) - 1, -1, -1):
+            call = calls[position]
+            identity = identities[position] if identities is not None else call_identity(call, rule.retry_keys)
             if not call.failed:
                 later_ids.add(identity)
                 later_names.add(call.name)

@@ -25,7 +25,7 @@ class LoopDetection(Evaluator):
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         calls = trace.tool_calls
-        keys = _scalar_identities(calls)
+        keys = scalar_identities(calls)
         if keys is None:
             keys = [(call.name, canonical_json(call.arguments)) for call in calls]
         loops: dict[str, int] = {}
@@ -48,7 +48,7 @@ _SCALARS = (str, int, bool, type(None))
 """Exact types whose JSON text is one to one with (type, value): no float (``nan``, ``-0.0``)."""
 
 
-def _scalar_identities(calls: list[ToolCall]) -> list[tuple[str, tuple[Any, ...]]] | None:
+def scalar_identities(calls: list[ToolCall]) -> list[tuple[str, tuple[Any, ...]]] | None:
     """Per call, (name, sorted (key, type, value) of its arguments), when every call's arguments are a
     dict of ``str`` keys to ``_SCALARS``; else None.
 

@@ -135,14 +135,14 @@ def read_operation(record: SpanRecord) -> Operation | None:
         )
     if kind is None or kind == OTHER:
         return None
-    for dialect in IGNORING:
-        if dialect.ignores(record) and dialect in found:
+    for dialect in found:  # ``found`` is in ``DIALECTS`` order, like ``IGNORING`` and ``FINISHING``
+        if dialect in IGNORING and dialect.ignores(record):
             return None
     op = Operation(record=record, kind=kind)
     for dialect in found:
         dialect.extract(record, op)
-    for dialect in FINISHING:
-        if dialect in found:
+    for dialect in found:
+        if dialect in FINISHING:
             dialect.finish(op)
     if op.kind == TOOL and op.error is None:  # whatever the dialect: ERROR status or an exception event
         op.error = tool_error(record)

@@ -101,9 +101,11 @@ class Operation:
     tool_definitions: list[Any] | None = None
     issues: list[str] = field(default_factory=list)
 
-    @property
-    def span_id(self) -> int:
-        return self.record.span_id
+    span_id: int = field(init=False, repr=False)
+    """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
+
+    def __post_init__(self) -> None:
+        self.span_id = self.record.span_id
 
     @property
     def input_messages(self) -> list[Message] | None:
@@ -276,6 +278,21 @@ def canonical_json(value: Any) -> str:
         return _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
+
+
+def indexed_fields(attrs: Mapping[str, Any], prefix: str, infix: str = ".") -> dict[int, dict[str, Any]]:
+    """Flattened attributes ``{prefix}{index}{infix}{field}`` as ``{index: {field: value}}``, in key order.
+
+    The keys are picked by one list comprehension (a span may carry a hundred: the whole history,
+    flattened), and split by ``str.partition``, not a regex match per key.
+    """
+    grouped: dict[int, dict[str, Any]] = {}
+    skip = len(prefix)
+    for key in [key for key in attrs if key.startswith(prefix)]:
+        index, found, field = key[skip:].partition(infix)
+        if found and field and index.isdecimal():
+            grouped.setdefault(int(index), {})[field] = attrs[key]
+    return grouped
 
 
 def fill(op: Operation, **fields: Any) -> None:

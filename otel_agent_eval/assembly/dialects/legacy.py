@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ...records import SpanEvent, SpanRecord
@@ -32,6 +31,7 @@ from .base import (
     bedrock_result,
     fill,
     first_str,
+    indexed_fields,
     maybe_json,
     parse_json_value,
     present,
@@ -42,7 +42,6 @@ from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
 
-_INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
 MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -84,30 +83,38 @@ def guess_kind(record: SpanRecord) -> str | None:
 
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
-    fill(op, provider=first_str(attrs, "gen_ai.system"), model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model"))
+    if op.provider is None:  # ``fill``, spelled out: this runs on every model call of these instrumentations
+        op.provider = first_str(attrs, "gen_ai.system")
+    if op.model is None:
+        op.model = first_str(attrs, "gen_ai.response.model", "gen_ai.request.model")
     if op.kind == TOOL:
         _extract_tool(record, op)
         return
     if op.kind != LLM:
         return
+    issues = op.issues
     eager = op.input_known  # else the prompt (the history, repeated on every call) is parsed when needed
     if eager:
-        fill(op, input_messages=_indexed(attrs, op.issues, "prompt").get("prompt"))
-    fill(op, output_messages=_indexed(attrs, op.issues, "completion").get("completion"))
+        fill(op, input_messages=_indexed(attrs, issues, "prompt").get("prompt"))
+    _fill_output(op, _indexed(attrs, issues, "completion").get("completion"))
     if eager:
-        fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", op.issues))
-    fill(op, output_messages=_single_string(record, "gen_ai.completion", "assistant", op.issues))
-    events_in, events_out = _from_events(record.events, op.issues)
+        fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", issues))
+    _fill_output(op, _single_string(record, "gen_ai.completion", "assistant", issues))
+    events_in, events_out = _from_events(record.events, issues) if record.events else (None, None)
     if eager:
         fill(op, input_messages=events_in)
     else:
         op.defer_input_messages(lambda issues: _indexed(attrs, issues, "prompt").get("prompt")
                                 or _single_string(record, "gen_ai.prompt", "user", issues) or events_in)
-    fill(op, output_messages=events_out)
-    fill(
-        op,
-        usage=usage_from(attrs, ("gen_ai.usage.prompt_tokens",), ("gen_ai.usage.completion_tokens",)),
-    )
+    _fill_output(op, events_out)
+    if op.usage is None:
+        op.usage = usage_from(attrs, ("gen_ai.usage.prompt_tokens",), ("gen_ai.usage.completion_tokens",))
+
+
+def _fill_output(op: Operation, messages: list[Message] | None) -> None:
+    """``fill(op, output_messages=messages)``."""
+    if messages and not op.output_messages:
+        op.output_messages = messages
 
 
 # -- indexed attributes ---------------------------------------------------------
@@ -115,18 +122,11 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 def _indexed(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
     """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) -> ``{side: messages}``."""
-    prefix = f"gen_ai.{side}."
-    grouped: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in attrs.items():
-        match = _INDEXED.match(key) if key.startswith(prefix) else None
-        if match:
-            side, index, field = match.group(1), int(match.group(2)), match.group(3)
-            grouped.setdefault(side, {}).setdefault(index, {})[field] = value
-    result = {}
-    for side, by_index in grouped.items():
-        messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]
-        result[side] = _pair_tool_results(messages)
-    return result
+    by_index = indexed_fields(attrs, f"gen_ai.{side}.")
+    if not by_index:
+        return {}
+    messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]
+    return {side: _pair_tool_results(messages)}
 
 
 def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:

@@ -35,6 +35,7 @@ from .base import (
     as_str,
     fill,
     first_str,
+    indexed_fields,
     maybe_json,
     parse_json_value,
     present,
@@ -49,9 +50,6 @@ MARKERS = ("openinference.span.kind",)
 DETECT_KEYS = (*MARKERS, "input.value", "output.value")
 
 SPAN_KINDS = {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT}
-_MESSAGE_KEY = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(.+)$")
-_CONTENT_KEY = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
-_CALL_KEY = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 STEP_SPAN_NAMES = ("turn",)
 """CHAIN spans that stand for one agent turn (OpenAI Agents SDK >= 0.14 ``turn`` custom spans)."""
 PREPARE_SPAN_SUFFIXES = ("._prepare_chat_with_tools",)
@@ -324,28 +322,17 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
 
 def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
     """``llm.{side}_messages.*`` -> ``{side: messages}`` (empty when there are none)."""
-    prefix = f"llm.{side}_messages."
-    grouped: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in attrs.items():
-        match = _MESSAGE_KEY.match(key) if key.startswith(prefix) else None
-        if match:
-            grouped.setdefault(match.group(1), {}).setdefault(int(match.group(2)), {})[match.group(3)] = value
-    return {
-        side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]
-        for side, by_index in grouped.items()
-    }
+    by_index = indexed_fields(attrs, f"llm.{side}_messages.", ".message.")
+    if not by_index:
+        return {}
+    return {side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]}
 
 
 def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
     role = str(fields.get("role") or "unknown")
     message = Message(role=role)
-    contents: dict[int, dict[str, Any]] = {}
-    calls: dict[int, dict[str, Any]] = {}
-    for key, value in fields.items():
-        if match := _CONTENT_KEY.match(key):
-            contents.setdefault(int(match.group(1)), {})[match.group(2)] = value
-        elif match := _CALL_KEY.match(key):
-            calls.setdefault(int(match.group(1)), {})[match.group(2)] = value
+    contents = indexed_fields(fields, "contents.", ".message_content.")
+    calls = indexed_fields(fields, "tool_calls.", ".tool_call.")
     texts = [] if fields.get("content") is None else [text_of(fields["content"]) or ""]
     for index in sorted(contents):
         part = contents[index]

@@ -83,13 +83,20 @@ def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
     node, namespace = langgraph_task(attrs)
-    fill(op, conversation_id=first_str(attrs, *SESSION_KEYS), graph_node=node, graph_namespace=namespace)
+    # ``fill`` of three fields, spelled out: this runs on every span of these instrumentations
+    if op.conversation_id is None:
+        op.conversation_id = first_str(attrs, *SESSION_KEYS) or None
+    if node and op.graph_node is None:
+        op.graph_node = node
+    if namespace and op.graph_namespace is None:
+        op.graph_namespace = namespace
     name = first_str(attrs, "traceloop.entity.name")
     entity_input = _payload(attrs, "traceloop.entity.input", issues)
-    entity_output = _payload(attrs, "traceloop.entity.output", issues)
+    raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # parsed once: _tool_output reads it too
+    entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
     if op.kind == TOOL:
         fill(op, tool_name=name, tool_arguments=entity_input, tool_result=entity_output)
-        _tool_output(attrs, op)
+        _tool_output(attrs, op, raw_output)
     elif op.kind == AGENT:
         fill(op, agent_name=name)
         task = _state_text(entity_input, "user")
@@ -106,14 +113,20 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
 
 
-def _tool_output(attrs: Any, op: Operation) -> None:
+def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> None:
     """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
-    the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module doc)."""
+    the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module doc).
+    ``entity_output``: ``traceloop.entity.output`` as parsed already (``_ABSENT`` when not present)."""
     for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
-        value = attrs.get(key)
-        if not present(value):
-            continue
-        output = parse_json_value(value, key, [])
+        if key == "traceloop.entity.output":
+            if entity_output is _ABSENT:
+                continue
+            output = entity_output
+        else:
+            value = attrs.get(key)
+            if not present(value):
+                continue
+            output = parse_json_value(value, key, [])
         if isinstance(output, dict) and set(output) <= {"output", "kwargs"}:
             output = output.get("output")
         if tool_message(output) is not None or parent_command(output) is not None:
@@ -131,11 +144,20 @@ def _state_text(value: object, role: str) -> str | None:
     return None
 
 
-def _payload(attrs: object, key: str, issues: list[str]) -> object:
+_ABSENT = object()
+
+
+def _parsed(attrs: object, key: str, issues: list[str]) -> object:
+    """An entity payload as recorded (``json.dumps`` of the value), parsed; ``_ABSENT`` when not present."""
     value = attrs.get(key)  # type: ignore[attr-defined]
     if not present(value):
-        return None
-    return unwrap_tool_payload(parse_json_value(value, key, issues))  # json.dumps of the value
+        return _ABSENT
+    return parse_json_value(value, key, issues)
+
+
+def _payload(attrs: object, key: str, issues: list[str]) -> object:
+    parsed = _parsed(attrs, key, issues)
+    return None if parsed is _ABSENT else unwrap_tool_payload(parsed)
 
 
 HANDOFF_KIND = "handoff"
