@@ -14,15 +14,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "otel_agent_eval"
 MAX_LINES = 550
 
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # A LangGraph rule reads a sub-graph span through the dialect registry that imports it
-    # (issue 15's assembly work owns these modules).
-    frozenset({"assembly.dialects", "assembly.dialects.langgraph", "assembly.dialects.openinference",
-               "assembly.dialects.traceloop"}),
-}
-KNOWN_LARGE: set[str] = {
-    "assembly/core.py",  # issue 15's assembly work owns it
-}
 
 
 def _module_name(path: Path) -> str:
@@ -104,7 +95,7 @@ def cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 
 def test_the_package_has_no_import_circles() -> None:
     found = cycles(import_graph())
-    assert found - KNOWN_CYCLES == set(), sorted(sorted(c) for c in found - KNOWN_CYCLES)
+    assert found == set(), sorted(sorted(c) for c in found)
 
 
 def test_the_checker_sees_circles() -> None:
@@ -116,4 +107,4 @@ def test_the_checker_sees_circles() -> None:
 def test_no_module_is_longer_than_one_can_read() -> None:
     lengths = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     large = {path for path, n in lengths.items() if n > MAX_LINES}
-    assert large - KNOWN_LARGE == set(), {path: lengths[path] for path in large - KNOWN_LARGE}
+    assert large == set(), {path: lengths[path] for path in large}

@@ -52,10 +52,12 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+from ..metadata import run_metadata
+from ..model import AgentTrace
+from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
 from .dialects import RULES
 from .dialects.base import (
     AGENT,
@@ -63,27 +65,28 @@ from .dialects.base import (
     STEP,
     TOOL,
     WORKFLOW,
-    Message,
     Operation,
     as_str,
-    canonical_json,
     last_user_text,
     maybe_json,
     span_error,
 )
-from ..metadata import run_metadata
-from ..model import AgentStep, AgentTrace, step_texts
-from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
 from .index import TraceIndex
 from .rules import CLOCK_SKEW_NS, Scope
+from .steps import (
+    MISSING,
+    DraftIndex,
+    StepDraft,
+    backfill_call_ids,
+    echoed_result,
+    fulfil_by_agent,
+    merge_stacked,
+    refusal,
+    start_order,
+)
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""
-
-
-def _start_order(op: Operation) -> tuple[int, int]:
-    """Start time, then span id: ties must not depend on the order spans arrived in."""
-    return op.record.start_time_unix_nano, op.record.span_id
 
 
 def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
@@ -121,7 +124,7 @@ class TraceAssembly(TraceIndex):
 
     def __init__(self, records: dict[int, SpanRecord]) -> None:
         super().__init__(records)
-        self._drafts: dict[int, list[_StepDraft]] = {}
+        self._drafts: dict[int, list[StepDraft]] = {}
         self.nested_runs: set[int] = set()
         """Agents that, with no agent above them, are children of the run around them (a rule says so)."""
         self.started_by: dict[int, int] = {}
@@ -134,7 +137,7 @@ class TraceAssembly(TraceIndex):
             if rule.hint in self.hints:
                 rule.prepare(self)
         rules = [rule for rule in RULES if rule.hint in self.hints]  # a rule may have added hints
-        ordered = sorted(self.ops.values(), key=_start_order)
+        ordered = sorted(self.ops.values(), key=start_order)
         scopes: dict[int, Scope] = {}
         for op in ordered:
             if op.kind == AGENT:
@@ -157,14 +160,14 @@ class TraceAssembly(TraceIndex):
             elif op.kind == LLM:
                 outer = self.nearest(op.span_id, LLM, stop=scope.key)
                 if outer is not None:
-                    _merge(outer, op)
+                    merge_stacked(outer, op)
                     continue
                 scope.llms.append(op)
             else:
                 outer = self.nearest(op.span_id, TOOL, stop=scope.key)
                 if outer is not None:  # a tool inside a tool is part of the outer tool's work
                     if outer.tool_name in (None, op.tool_name):
-                        _merge(outer, op)
+                        merge_stacked(outer, op)
                     continue
                 scope.tools.append(op)
         for rule in rules:
@@ -181,7 +184,7 @@ class TraceAssembly(TraceIndex):
                 child.parent_step_index = self._delegating_step(scope, scope.parent)
                 built[scope.parent.key].children.append(child)
                 if child.parent_step_index is not None:
-                    _fulfil_by_agent(built[scope.parent.key].steps[child.parent_step_index], child)
+                    fulfil_by_agent(built[scope.parent.key].steps[child.parent_step_index], child)
         return [built[s.key] for s in sorted(roots, key=lambda s: s.root.start_time_unix_nano)
                 if built[s.key].steps or built[s.key].children or s.agent is not None]
 
@@ -198,9 +201,9 @@ class TraceAssembly(TraceIndex):
                 child.parent = scope
                 scope.children.append(child)
             del scopes[rerun.key]
-        scope.llms.sort(key=_start_order)
-        scope.tools.sort(key=_start_order)
-        scope.steps.sort(key=_start_order)
+        scope.llms.sort(key=start_order)
+        scope.tools.sort(key=start_order)
+        scope.steps.sort(key=start_order)
         if scope.parent is not None:
             gone = {id(rerun) for rerun in reruns}
             scope.parent.children = [c for c in scope.parent.children if id(c) not in gone]
@@ -256,12 +259,12 @@ class TraceAssembly(TraceIndex):
     def _build(self, scope: Scope) -> AgentTrace:
         drafts = self._drafts_of(scope)
         if not drafts and scope.tools:
-            drafts = [_StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
+            drafts = [StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
-        index = _DraftIndex.of(drafts)
+        index = DraftIndex.of(drafts)
         for tool in scope.tools:  # in start order, as ``run`` collected them
             self._owner(tool, drafts, index).attach(tool)
-        _backfill_call_ids(drafts)
+        backfill_call_ids(drafts)
         self._backfill_results(scope, drafts)
         self._drafts[scope.key] = drafts
 
@@ -313,7 +316,7 @@ class TraceAssembly(TraceIndex):
             metadata=run_metadata(root.resource, agent.record.attributes if agent else None),
         ))
 
-    def _backfill_results(self, scope: Scope, drafts: list[_StepDraft]) -> None:
+    def _backfill_results(self, scope: Scope, drafts: list[StepDraft]) -> None:
         """An executed call whose tool span recorded no result takes the result echoed to the model.
 
         The next model call's input holds the tool result with the call id (event-only
@@ -326,18 +329,18 @@ class TraceAssembly(TraceIndex):
         for index, draft in enumerate(drafts):
             for call in draft.calls:
                 if not call.executed and call.call_id is not None and index + 1 < len(drafts):
-                    _refusal(call, drafts[index + 1])
+                    refusal(call, drafts[index + 1])
                 if call.result is not None or not call.executed or call.call_id is None:
                     continue
-                found = _MISSING
+                found = MISSING
                 for later in drafts[index + 1 :]:
                     for llm in later.llms:
-                        found = _echoed_result(call, llm.input_messages, strict=False)
-                        if found is not _MISSING:
+                        found = echoed_result(call, llm.input_messages, strict=False)
+                        if found is not MISSING:
                             break
-                    if found is not _MISSING:
+                    if found is not MISSING:
                         break
-                if found is _MISSING:
+                if found is MISSING:
                     if others is None:  # inputs are parsed below, only for the model calls after the draft
                         others = sorted(
                             (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own),
@@ -346,13 +349,13 @@ class TraceAssembly(TraceIndex):
                     for llm in others:
                         if llm.record.start_time_unix_nano + CLOCK_SKEW_NS < draft.start:
                             continue
-                        found = _echoed_result(call, llm.input_messages, strict=True)
-                        if found is not _MISSING:
+                        found = echoed_result(call, llm.input_messages, strict=True)
+                        if found is not MISSING:
                             break
-                if found is not _MISSING:
+                if found is not MISSING:
                     call.result = maybe_json(found, "echoed tool result", [])
 
-    def _drafts_of(self, scope: Scope) -> list[_StepDraft]:
+    def _drafts_of(self, scope: Scope) -> list[StepDraft]:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
         by_step: dict[int, list[Operation]] = {step.span_id: [] for step in scope.steps}
         loose: list[Operation] = []
@@ -363,15 +366,15 @@ class TraceAssembly(TraceIndex):
             step = self.nearest(tool.span_id, STEP, stop=scope.key)
             if step is not None and step.span_id in by_step and not by_step[step.span_id]:
                 by_step[step.span_id].append(tool)
-        drafts = [_StepDraft.from_llm(llm) for llm in loose]
+        drafts = [StepDraft.from_llm(llm) for llm in loose]
         drafts += [
-            _StepDraft.from_step(step, [op for op in by_step[step.span_id] if op.kind == LLM])
+            StepDraft.from_step(step, [op for op in by_step[step.span_id] if op.kind == LLM])
             for step in scope.steps
             if by_step[step.span_id]
         ]
         return sorted(drafts, key=lambda d: d.start)
 
-    def _owner(self, tool: Operation, drafts: list[_StepDraft], index: _DraftIndex) -> _StepDraft:
+    def _owner(self, tool: Operation, drafts: list[StepDraft], index: DraftIndex) -> StepDraft:
         step = self.nearest(tool.span_id, STEP)
         if step is not None and step.span_id in index.by_step:
             return index.by_step[step.span_id]
@@ -397,318 +400,6 @@ class TraceAssembly(TraceIndex):
             if draft.open_call(tool, by=by) is not None:
                 return draft
         return drafts[(before or skewed or 1) - 1]
-
-
-@dataclass
-class _DraftIndex:
-    """Look-ups from a tool span to its draft, so that a long run costs no scan of every draft per tool."""
-
-    by_step: dict[int, _StepDraft]
-    """Step span id -> the (first) draft of that step."""
-    by_llm: dict[int, _StepDraft]
-    """LLM span id -> the (first) draft holding it."""
-    by_call_id: dict[str, list[tuple[int, _CallDraft]]]
-    """Requested call id -> (draft position, call), in draft order."""
-    starts: list[int]
-    """Draft start times, ascending like the drafts."""
-
-    @classmethod
-    def of(cls, drafts: list[_StepDraft]) -> _DraftIndex:
-        index = cls({}, {}, defaultdict(list), [d.start for d in drafts])
-        for position, draft in enumerate(drafts):
-            if draft.step is not None:
-                index.by_step.setdefault(draft.step.span_id, draft)
-            for llm in draft.llms:
-                index.by_llm.setdefault(llm.span_id, draft)
-            for call in draft.calls:
-                if call.call_id is not None:
-                    index.by_call_id[call.call_id].append((position, call))
-        return index
-
-    def first_open(self, call_ids: list[str]) -> int | None:
-        """Position of the first draft with a requested call, not yet executed, of one of ``call_ids``."""
-        first: int | None = None
-        for call_id in call_ids:
-            for position, call in self.by_call_id.get(call_id, ()):
-                if call.requested and not call.executed:
-                    if first is None or position < first:
-                        first = position
-                    break
-        return first
-
-
-@dataclass
-class _StepDraft:
-    start: int
-    llm: Operation | None = None
-    """The model call whose text the step reports (the last successful one)."""
-    llms: list[Operation] = field(default_factory=list)
-    step: Operation | None = None
-    calls: list[_CallDraft] = field(default_factory=list)
-    tool_span_ids: list[int] = field(default_factory=list)
-    tool_span_hexes: list[str] = field(default_factory=list)
-    """``tool_span_ids`` as the step reports them (each formatted once)."""
-    calls_in_text: bool = False
-    """The model's response has text and requests no structured tool call: tools run for it were
-    asked for in that text (ReAct, code agents)."""
-    issues: list[str] = field(default_factory=list)
-    """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
-    (read then: a model call's input is parsed when first needed, and its issues come with it)."""
-
-    @classmethod
-    def from_llm(cls, llm: Operation) -> _StepDraft:
-        return cls.from_step(None, [llm])
-
-    @classmethod
-    def from_step(cls, step: Operation | None, llms: list[Operation]) -> _StepDraft:
-        """A step from its step span (if any) and the model calls in it, in start order."""
-        llms = sorted(llms, key=_start_order) if len(llms) > 1 else list(llms)
-        start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
-        draft = cls(start=start, llms=llms, step=step)
-        ok = [llm for llm in llms if llm.error is None]
-        draft.llm = (ok or llms or [None])[-1]
-        calls = draft.calls
-        seen: set[str] = set()
-        for llm in llms:
-            for message in llm.output_messages or ():  # ``requested_calls()``, without the list
-                for call in message.tool_calls:
-                    call_id = call.call_id
-                    if call_id is not None:
-                        if call_id in seen:
-                            continue
-                        seen.add(call_id)
-                    calls.append(_CallDraft(call.name, call.arguments, call_id))
-        draft.calls_in_text = not calls and draft.llm is not None and bool(draft.llm.output_text())
-        return draft
-
-    def open_call(self, tool: Operation, by: str) -> _CallDraft | None:
-        """The requested, not yet executed call this tool span fulfils, if any."""
-        for call in self.calls:
-            if call.executed or not call.requested:
-                continue
-            if by == "id" and call.call_id is not None and call.call_id in tool.tool_call_ids:
-                return call
-            if by == "args" and call.name == tool.tool_name and (
-                tool.tool_arguments is None or canonical_json(call.arguments) == canonical_json(tool.tool_arguments)
-            ):
-                return call
-            if by == "name" and call.name == tool.tool_name:
-                return call
-            if by == "handoff" and tool.handoff_to and _mentions(call.name, tool.handoff_to):
-                return call
-        if by == "handoff" and tool.handoff_to:  # a renamed handoff tool: the one call still open
-            open_calls = [c for c in self.calls if c.requested and not c.executed]
-            if len(open_calls) == 1:
-                return open_calls[0]
-        return None
-
-    def attach(self, tool: Operation) -> None:
-        call = (
-            (tool.tool_call_ids and self.open_call(tool, "id"))
-            or self.open_call(tool, "args")
-            or self.open_call(tool, "name")
-            or self.open_call(tool, "handoff")
-        )
-        if call is None:
-            # A response that requested no structured call asked for its tools in text or code
-            # (ReAct, code agents): the tool spans run under it are its calls, without call ids.
-            in_text = self.llm is None or not self.llm.has_content or self.calls_in_text
-            call = _CallDraft(name=tool.tool_name or tool.record.name, requested=in_text)
-            if not in_text:
-                self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
-            self.calls.append(call)
-        call.executed = True
-        call.span_id = span_id_hex(tool.span_id)
-        self.tool_span_hexes.append(call.span_id)
-        call.start_time_unix_nano = tool.record.start_time_unix_nano
-        call.end_time_unix_nano = tool.record.end_time_unix_nano
-        if tool.tool_arguments is not None and not (
-            # a tool span that recorded only the bare value of a single argument (OpenInference
-            # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
-            isinstance(call.arguments, dict) and not isinstance(tool.tool_arguments, (dict, list))
-        ):
-            call.arguments = tool.tool_arguments
-        if call.call_id is None and tool.tool_call_ids:
-            call.call_id = tool.tool_call_ids[-1]
-        call.result = tool.tool_result
-        call.error = tool.error
-        self.tool_span_ids.append(tool.span_id)
-        self.issues.extend(tool.issues)
-
-    def to_step(self, index: int) -> dict[str, Any]:
-        """The ``AgentStep`` fields."""
-        llm = self.llm
-        thought, output = step_texts(
-            llm.output_text() if llm else None, llm.reasoning_text() if llm else None, bool(self.calls)
-        )
-        span_ids = [span_id_hex(self.step.span_id)] if self.step else []
-        span_ids += [span_id_hex(o.span_id) for o in self.llms]
-        span_ids += self.tool_span_hexes
-        return {
-            "index": index,
-            "thought": thought,
-            "output": output,
-            "tool_calls": [call.to_call() for call in self.calls],
-            "model": llm.model if llm else None,
-            "usage": _total(self.llms),
-            "span_ids": span_ids,
-            "error": llm.error if llm else None,
-            "issues": self.span_issues() + self.issues,
-        }
-
-    def span_issues(self) -> list[str]:
-        """The step span's issues, then its model calls' (as read so far)."""
-        issues = list(self.step.issues) if self.step else []
-        if len(self.llms) > 1:
-            issues.append(f"{len(self.llms)} model calls in one step; reported the last successful one")
-        for llm in self.llms:
-            issues.extend(llm.issues)
-        return issues
-
-
-@dataclass(slots=True)
-class _CallDraft:
-    """A tool call while assembly fills it in; ``to_call`` gives the ``ToolCall`` fields."""
-
-    name: str
-    arguments: Any = None
-    call_id: str | None = None
-    requested: bool = True
-    executed: bool = False
-    result: Any = None
-    error: str | None = None
-    span_id: str | None = None
-    start_time_unix_nano: int | None = None
-    end_time_unix_nano: int | None = None
-
-    def to_call(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "arguments": self.arguments,
-            "result": self.result,
-            "error": self.error,
-            "call_id": self.call_id,
-            "span_id": self.span_id,
-            "start_time_unix_nano": self.start_time_unix_nano,
-            "end_time_unix_nano": self.end_time_unix_nano,
-            "requested": self.requested,
-            "executed": self.executed,
-        }
-
-
-def _total(llms: list[Operation]) -> dict[str, int]:
-    """The ``TokenUsage`` fields of the model calls' summed usage (``sum`` would make an object per addition)."""
-    input_tokens = output_tokens = 0
-    for llm in llms:
-        usage = llm.usage
-        if usage is not None:
-            input_tokens += usage.input_tokens
-            output_tokens += usage.output_tokens
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens}
-
-
-_MERGED_FIELDS = (
-    "model", "provider", "input_messages", "output_messages", "usage", "error", "conversation_id",
-    "tool_name", "tool_call_ids", "tool_arguments", "tool_result",
-)
-
-
-def _merge(outer: Operation, inner: Operation) -> None:
-    """Two stacked instrumentations recorded one call: fill the outer one's gaps from the inner one."""
-    for name in _MERGED_FIELDS:
-        value = getattr(inner, name)  # always read: a lazily parsed input adds its issues before they are copied
-        if value not in (None, []) and getattr(outer, name) in (None, []):
-            setattr(outer, name, value)
-    outer.issues.extend(inner.issues)
-
-
-def _backfill_call_ids(drafts: list[_StepDraft]) -> None:
-    """Give id-less executed calls the id a later model call's input echoes for them.
-
-    The next model call sees the assistant's tool calls and the tool results with
-    their ids; match on (name, arguments), else on the result.
-    """
-    for index, draft in enumerate(drafts):
-        for call in draft.calls:
-            if call.call_id is not None or not call.executed:
-                continue
-            for later in drafts[index + 1 :]:
-                call.call_id = _echoed_id(call, later.llm.input_messages if later.llm else None)
-                if call.call_id is not None:
-                    break
-
-
-_MISSING = object()
-
-
-def _echoed_result(call: _CallDraft, messages: list[Message] | None, strict: bool) -> Any:
-    """The result a model input echoes for ``call`` (by call id), or ``_MISSING``.
-
-    When the input also echoes the request with that id, its tool name must match;
-    ``strict``: the echoed request must be there (ids are only unique per conversation).
-    """
-    if not messages:
-        return _MISSING
-    names = {requested.call_id: requested.name for m in messages for requested in m.tool_calls if requested.call_id}
-    if call.call_id in names:
-        if names[call.call_id] != call.name:
-            return _MISSING
-    elif strict:
-        return _MISSING
-    for message in messages:
-        for call_id, echoed in message.tool_results:
-            if call_id == call.call_id and echoed is not None:
-                return echoed
-    return _MISSING
-
-
-def _refusal(call: _CallDraft, after: _StepDraft) -> None:
-    """A requested call with no tool span that the framework refused to run (``Message.refused``): the
-    error it sent the model in its place, as the next model call's input echoes it, is the call's
-    result and error."""
-    for llm in after.llms:
-        for message in llm.input_messages or ():
-            if call.call_id in message.refused:
-                for call_id, echoed in message.tool_results:
-                    if call_id == call.call_id and echoed is not None:
-                        call.result = echoed
-                        call.error = echoed if isinstance(echoed, str) else canonical_json(echoed)
-                        return
-
-
-def _fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:
-    """A call the step requested by the name of the agent that ran for it, with no tool span of its
-    own (a smolagents managed agent: its AGENT span is the call's execution), is that run."""
-    for call in step.tool_calls:
-        if call.requested and not call.executed and call.name == child.agent_name:
-            call.executed, call.result, call.span_id = True, child.final_output, child.agent_span_id
-            call.start_time_unix_nano, call.end_time_unix_nano = child.start_time_unix_nano, child.end_time_unix_nano
-            step.span_ids.append(child.agent_span_id)
-            return
-
-
-def _mentions(name: str, agent: str) -> bool:
-    """Does a tool name (``transfer_to_booking_agent``) name an agent (``Booking Agent``)?"""
-
-    def norm(text: str) -> str:
-        return "".join(ch if ch.isalnum() else "_" for ch in text.lower()).strip("_")
-
-    return bool(norm(agent)) and norm(agent) in norm(name)
-
-
-def _echoed_id(call: _CallDraft, messages: list[Message] | None) -> str | None:
-    args = canonical_json(call.arguments)
-    for message in messages or ():
-        for requested in message.tool_calls:
-            if requested.call_id and requested.name == call.name and canonical_json(requested.arguments) == args:
-                return requested.call_id
-    if call.result is not None:
-        result = canonical_json(call.result)
-        for message in messages or ():
-            for call_id, echoed in message.tool_results:
-                if call_id and canonical_json(echoed) == result:
-                    return call_id
-    return None
 
 
 def _agent_name(agent: Operation | None, root: SpanRecord, scope: Scope) -> str:

@@ -4,14 +4,15 @@
 our own evaluation spans left out), ``ancestors`` (nearest first), ``nearest`` (the nearest
 ancestor operation of a kind, one walk per span, cached), ``top`` (the local root), and
 ``hints``: the ``Operation`` fields the rules are triggered by (``Rule.hint``) that some
-operation sets ("agent" when an operation is an agent), and ``kinds``. Rules that add or remove operations do it through ``add`` / ``remove``,
+operation sets ("agent" when an operation is an agent), and ``kinds``. Rules that add or remove operations do it through ``add`` / ``remove``
+(``read_as`` reads a span again as the kind a rule found it to be),
 which keep the caches true.
 """
 
 from __future__ import annotations
 
 from ..records import OWN_SCOPE, SpanRecord
-from .dialects import RULES, read_operation
+from .dialects import RULES, detected, read_operation
 from .dialects.base import AGENT, Operation
 
 HINT_FIELDS = tuple(dict.fromkeys(rule.hint for rule in RULES if rule.hint != AGENT))
@@ -36,6 +37,15 @@ class TraceIndex:
             op = read_operation(record)
             if op is not None:
                 self.add(op)
+
+    @staticmethod
+    def read_as(record: SpanRecord, kind: str) -> Operation:
+        """``record`` read as an operation of ``kind`` by every dialect it carries: a rule's second
+        reading of a span the first pass read as something else (or nothing)."""
+        op = Operation(record=record, kind=kind)
+        for dialect in detected(record):
+            dialect.extract(record, op)
+        return op
 
     def add(self, op: Operation) -> None:
         self.ops[op.span_id] = op

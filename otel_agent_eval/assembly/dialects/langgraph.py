@@ -142,19 +142,13 @@ def graph_namespace(record: SpanRecord) -> str | None:
     return langgraph_task(record.attributes)[1]
 
 
-def read_subgraph_agent(record: SpanRecord) -> Operation:
-    """A LangGraph graph run as a node of another graph (a chain span), read as the agent it is.
-
-    Every dialect the span carries fills it in; its name is the compiled graph's
-    (``create_react_agent(name=...)``), else the node it runs as.
-    """
-    from . import detected  # the registry imports this module
-
-    op = Operation(record=record, kind=AGENT)
-    for dialect in detected(record):
-        dialect.extract(record, op)
+def name_subgraph_agent(op: Operation) -> Operation:
+    """A LangGraph graph run as a node of another graph (a chain span, read again as an agent by every
+    dialect it carries: ``TraceIndex.read_as``): its name is the compiled graph's
+    (``create_react_agent(name=...)``), else the node it runs as."""
     if op.agent_name is None:
-        op.agent_name = record.name if record.name and record.name != DEFAULT_GRAPH_NAME else op.graph_node
+        name = op.record.name
+        op.agent_name = name if name and name != DEFAULT_GRAPH_NAME else op.graph_node
     return op
 
 
@@ -195,7 +189,7 @@ class SubgraphAgents(Rule):
                 inner = outer
         promoted = [span_id for span_id in found if span_id not in ops]
         for span_id in promoted:
-            assembly.add(read_subgraph_agent(assembly.records[span_id]))
+            assembly.add(name_subgraph_agent(assembly.read_as(assembly.records[span_id], AGENT)))
         if promoted:
             self._drop_empty_twins(assembly, promoted)
         assembly.nested_runs.update(span_id for span_id in found if ops[span_id].kind == AGENT)

@@ -1,0 +1,333 @@
+"""Step drafts: one step per model response, the tool calls placed on it, the results and ids the next
+model call echoes for them. What ``core.TraceAssembly`` builds an agent's steps from. Pure."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import AgentStep, AgentTrace, step_texts
+from ..records import span_id_hex
+from .dialects.base import (
+    Message,
+    Operation,
+    canonical_json,
+)
+
+
+def start_order(op: Operation) -> tuple[int, int]:
+    """Start time, then span id: ties must not depend on the order spans arrived in."""
+    return op.record.start_time_unix_nano, op.record.span_id
+
+
+@dataclass
+class DraftIndex:
+    """Look-ups from a tool span to its draft, so that a long run costs no scan of every draft per tool."""
+
+    by_step: dict[int, StepDraft]
+    """Step span id -> the (first) draft of that step."""
+    by_llm: dict[int, StepDraft]
+    """LLM span id -> the (first) draft holding it."""
+    by_call_id: dict[str, list[tuple[int, CallDraft]]]
+    """Requested call id -> (draft position, call), in draft order."""
+    starts: list[int]
+    """Draft start times, ascending like the drafts."""
+
+    @classmethod
+    def of(cls, drafts: list[StepDraft]) -> DraftIndex:
+        index = cls({}, {}, defaultdict(list), [d.start for d in drafts])
+        for position, draft in enumerate(drafts):
+            if draft.step is not None:
+                index.by_step.setdefault(draft.step.span_id, draft)
+            for llm in draft.llms:
+                index.by_llm.setdefault(llm.span_id, draft)
+            for call in draft.calls:
+                if call.call_id is not None:
+                    index.by_call_id[call.call_id].append((position, call))
+        return index
+
+    def first_open(self, call_ids: list[str]) -> int | None:
+        """Position of the first draft with a requested call, not yet executed, of one of ``call_ids``."""
+        first: int | None = None
+        for call_id in call_ids:
+            for position, call in self.by_call_id.get(call_id, ()):
+                if call.requested and not call.executed:
+                    if first is None or position < first:
+                        first = position
+                    break
+        return first
+
+
+@dataclass
+class StepDraft:
+    start: int
+    llm: Operation | None = None
+    """The model call whose text the step reports (the last successful one)."""
+    llms: list[Operation] = field(default_factory=list)
+    step: Operation | None = None
+    calls: list[CallDraft] = field(default_factory=list)
+    tool_span_ids: list[int] = field(default_factory=list)
+    tool_span_hexes: list[str] = field(default_factory=list)
+    """``tool_span_ids`` as the step reports them (each formatted once)."""
+    calls_in_text: bool = False
+    """The model's response has text and requests no structured tool call: tools run for it were
+    asked for in that text (ReAct, code agents)."""
+    issues: list[str] = field(default_factory=list)
+    """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
+    (read then: a model call's input is parsed when first needed, and its issues come with it)."""
+
+    @classmethod
+    def from_llm(cls, llm: Operation) -> StepDraft:
+        return cls.from_step(None, [llm])
+
+    @classmethod
+    def from_step(cls, step: Operation | None, llms: list[Operation]) -> StepDraft:
+        """A step from its step span (if any) and the model calls in it, in start order."""
+        llms = sorted(llms, key=start_order) if len(llms) > 1 else list(llms)
+        start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
+        draft = cls(start=start, llms=llms, step=step)
+        ok = [llm for llm in llms if llm.error is None]
+        draft.llm = (ok or llms or [None])[-1]
+        calls = draft.calls
+        seen: set[str] = set()
+        for llm in llms:
+            for message in llm.output_messages or ():  # ``requested_calls()``, without the list
+                for call in message.tool_calls:
+                    call_id = call.call_id
+                    if call_id is not None:
+                        if call_id in seen:
+                            continue
+                        seen.add(call_id)
+                    calls.append(CallDraft(call.name, call.arguments, call_id))
+        draft.calls_in_text = not calls and draft.llm is not None and bool(draft.llm.output_text())
+        return draft
+
+    def open_call(self, tool: Operation, by: str) -> CallDraft | None:
+        """The requested, not yet executed call this tool span fulfils, if any."""
+        for call in self.calls:
+            if call.executed or not call.requested:
+                continue
+            if by == "id" and call.call_id is not None and call.call_id in tool.tool_call_ids:
+                return call
+            if by == "args" and call.name == tool.tool_name and (
+                tool.tool_arguments is None or canonical_json(call.arguments) == canonical_json(tool.tool_arguments)
+            ):
+                return call
+            if by == "name" and call.name == tool.tool_name:
+                return call
+            if by == "handoff" and tool.handoff_to and mentions(call.name, tool.handoff_to):
+                return call
+        if by == "handoff" and tool.handoff_to:  # a renamed handoff tool: the one call still open
+            open_calls = [c for c in self.calls if c.requested and not c.executed]
+            if len(open_calls) == 1:
+                return open_calls[0]
+        return None
+
+    def attach(self, tool: Operation) -> None:
+        call = (
+            (tool.tool_call_ids and self.open_call(tool, "id"))
+            or self.open_call(tool, "args")
+            or self.open_call(tool, "name")
+            or self.open_call(tool, "handoff")
+        )
+        if call is None:
+            # A response that requested no structured call asked for its tools in text or code
+            # (ReAct, code agents): the tool spans run under it are its calls, without call ids.
+            in_text = self.llm is None or not self.llm.has_content or self.calls_in_text
+            call = CallDraft(name=tool.tool_name or tool.record.name, requested=in_text)
+            if not in_text:
+                self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
+            self.calls.append(call)
+        call.executed = True
+        call.span_id = span_id_hex(tool.span_id)
+        self.tool_span_hexes.append(call.span_id)
+        call.start_time_unix_nano = tool.record.start_time_unix_nano
+        call.end_time_unix_nano = tool.record.end_time_unix_nano
+        if tool.tool_arguments is not None and not (
+            # a tool span that recorded only the bare value of a single argument (OpenInference
+            # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
+            isinstance(call.arguments, dict) and not isinstance(tool.tool_arguments, (dict, list))
+        ):
+            call.arguments = tool.tool_arguments
+        if call.call_id is None and tool.tool_call_ids:
+            call.call_id = tool.tool_call_ids[-1]
+        call.result = tool.tool_result
+        call.error = tool.error
+        self.tool_span_ids.append(tool.span_id)
+        self.issues.extend(tool.issues)
+
+    def to_step(self, index: int) -> dict[str, Any]:
+        """The ``AgentStep`` fields."""
+        llm = self.llm
+        thought, output = step_texts(
+            llm.output_text() if llm else None, llm.reasoning_text() if llm else None, bool(self.calls)
+        )
+        span_ids = [span_id_hex(self.step.span_id)] if self.step else []
+        span_ids += [span_id_hex(o.span_id) for o in self.llms]
+        span_ids += self.tool_span_hexes
+        return {
+            "index": index,
+            "thought": thought,
+            "output": output,
+            "tool_calls": [call.to_call() for call in self.calls],
+            "model": llm.model if llm else None,
+            "usage": total_usage(self.llms),
+            "span_ids": span_ids,
+            "error": llm.error if llm else None,
+            "issues": self.span_issues() + self.issues,
+        }
+
+    def span_issues(self) -> list[str]:
+        """The step span's issues, then its model calls' (as read so far)."""
+        issues = list(self.step.issues) if self.step else []
+        if len(self.llms) > 1:
+            issues.append(f"{len(self.llms)} model calls in one step; reported the last successful one")
+        for llm in self.llms:
+            issues.extend(llm.issues)
+        return issues
+
+
+@dataclass(slots=True)
+class CallDraft:
+    """A tool call while assembly fills it in; ``to_call`` gives the ``ToolCall`` fields."""
+
+    name: str
+    arguments: Any = None
+    call_id: str | None = None
+    requested: bool = True
+    executed: bool = False
+    result: Any = None
+    error: str | None = None
+    span_id: str | None = None
+    start_time_unix_nano: int | None = None
+    end_time_unix_nano: int | None = None
+
+    def to_call(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "result": self.result,
+            "error": self.error,
+            "call_id": self.call_id,
+            "span_id": self.span_id,
+            "start_time_unix_nano": self.start_time_unix_nano,
+            "end_time_unix_nano": self.end_time_unix_nano,
+            "requested": self.requested,
+            "executed": self.executed,
+        }
+
+
+def total_usage(llms: list[Operation]) -> dict[str, int]:
+    """The ``TokenUsage`` fields of the model calls' summed usage (``sum`` would make an object per addition)."""
+    input_tokens = output_tokens = 0
+    for llm in llms:
+        usage = llm.usage
+        if usage is not None:
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens}
+
+
+MERGED_FIELDS = (
+    "model", "provider", "input_messages", "output_messages", "usage", "error", "conversation_id",
+    "tool_name", "tool_call_ids", "tool_arguments", "tool_result",
+)
+
+
+def merge_stacked(outer: Operation, inner: Operation) -> None:
+    """Two stacked instrumentations recorded one call: fill the outer one's gaps from the inner one."""
+    for name in MERGED_FIELDS:
+        value = getattr(inner, name)  # always read: a lazily parsed input adds its issues before they are copied
+        if value not in (None, []) and getattr(outer, name) in (None, []):
+            setattr(outer, name, value)
+    outer.issues.extend(inner.issues)
+
+
+def backfill_call_ids(drafts: list[StepDraft]) -> None:
+    """Give id-less executed calls the id a later model call's input echoes for them.
+
+    The next model call sees the assistant's tool calls and the tool results with
+    their ids; match on (name, arguments), else on the result.
+    """
+    for index, draft in enumerate(drafts):
+        for call in draft.calls:
+            if call.call_id is not None or not call.executed:
+                continue
+            for later in drafts[index + 1 :]:
+                call.call_id = echoed_id(call, later.llm.input_messages if later.llm else None)
+                if call.call_id is not None:
+                    break
+
+
+MISSING = object()
+
+
+def echoed_result(call: CallDraft, messages: list[Message] | None, strict: bool) -> Any:
+    """The result a model input echoes for ``call`` (by call id), or ``MISSING``.
+
+    When the input also echoes the request with that id, its tool name must match;
+    ``strict``: the echoed request must be there (ids are only unique per conversation).
+    """
+    if not messages:
+        return MISSING
+    names = {requested.call_id: requested.name for m in messages for requested in m.tool_calls if requested.call_id}
+    if call.call_id in names:
+        if names[call.call_id] != call.name:
+            return MISSING
+    elif strict:
+        return MISSING
+    for message in messages:
+        for call_id, echoed in message.tool_results:
+            if call_id == call.call_id and echoed is not None:
+                return echoed
+    return MISSING
+
+
+def refusal(call: CallDraft, after: StepDraft) -> None:
+    """A requested call with no tool span that the framework refused to run (``Message.refused``): the
+    error it sent the model in its place, as the next model call's input echoes it, is the call's
+    result and error."""
+    for llm in after.llms:
+        for message in llm.input_messages or ():
+            if call.call_id in message.refused:
+                for call_id, echoed in message.tool_results:
+                    if call_id == call.call_id and echoed is not None:
+                        call.result = echoed
+                        call.error = echoed if isinstance(echoed, str) else canonical_json(echoed)
+                        return
+
+
+def fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:
+    """A call the step requested by the name of the agent that ran for it, with no tool span of its
+    own (a smolagents managed agent: its AGENT span is the call's execution), is that run."""
+    for call in step.tool_calls:
+        if call.requested and not call.executed and call.name == child.agent_name:
+            call.executed, call.result, call.span_id = True, child.final_output, child.agent_span_id
+            call.start_time_unix_nano, call.end_time_unix_nano = child.start_time_unix_nano, child.end_time_unix_nano
+            step.span_ids.append(child.agent_span_id)
+            return
+
+
+def mentions(name: str, agent: str) -> bool:
+    """Does a tool name (``transfer_to_booking_agent``) name an agent (``Booking Agent``)?"""
+
+    def norm(text: str) -> str:
+        return "".join(ch if ch.isalnum() else "_" for ch in text.lower()).strip("_")
+
+    return bool(norm(agent)) and norm(agent) in norm(name)
+
+
+def echoed_id(call: CallDraft, messages: list[Message] | None) -> str | None:
+    args = canonical_json(call.arguments)
+    for message in messages or ():
+        for requested in message.tool_calls:
+            if requested.call_id and requested.name == call.name and canonical_json(requested.arguments) == args:
+                return requested.call_id
+    if call.result is not None:
+        result = canonical_json(call.result)
+        for message in messages or ():
+            for call_id, echoed in message.tool_results:
+                if call_id and canonical_json(echoed) == result:
+                    return call_id
+    return None
