@@ -9,6 +9,7 @@ without being read to its end.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,12 +22,17 @@ HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-prot
 
 
 @pytest.fixture(scope="module")
-def port() -> Iterator[int]:
+def server() -> Iterator[EvalServer]:
     server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
                                                             max_request_bytes=LIMIT, http_idle_seconds=1))
     server.start()
-    yield server.ports["http"]
+    yield server
     server.stop(drain_seconds=1)
+
+
+@pytest.fixture(scope="module")
+def port(server: EvalServer) -> int:
+    return server.ports["http"]
 
 
 def _exchange(port: int, data: bytes) -> bytes:
@@ -106,3 +112,70 @@ def test_connections_have_tcp_nodelay() -> None:
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     finally:
         server.stop(drain_seconds=1)
+
+
+def test_requests_uvicorn_refuses_itself_are_counted(server: EvalServer) -> None:
+    """The 400s h11 answers itself are counted once per request: before any app runs (an unparseable
+    length) as ``invalid_http``; a chunk size that breaks the body the app is reading, by the app, as
+    ``incomplete``."""
+    def outcomes() -> dict:
+        return {k: v for k, v in server.server_stats.requests.snapshot().items() if k[2] in ("invalid_http", "incomplete")}
+
+    before = outcomes()
+    port = server.ports["http"]
+    _exchange(port, HEAD + b"Content-Length: -5\r\n\r\n")
+    _exchange(port, HEAD + b"Transfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n")
+    time.sleep(0.5)  # let the app that was reading the chunked body see the connection go
+    after = outcomes()
+    added = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert added == {("http", "unknown", "invalid_http"): 1, ("http", "traces", "incomplete"): 1}, added
+
+
+def test_concurrent_clients_beyond_the_connection_cap_are_refused_retryably_and_every_refusal_counted() -> None:
+    """Eight real clients at once against a cap of two: those over the cap get 503 + ``Retry-After``,
+    reconnect and retry until accepted; the server counts exactly the refusals the clients saw."""
+    import http.client
+    import random
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    clients, cap = 8, 2
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
+                                                            max_http_connections=cap, http_idle_seconds=5))
+    server.start()
+    body = ExportTraceServiceRequest().SerializeToString()
+    start = threading.Barrier(clients)
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", server.ports["http"], timeout=10)
+        connection.connect()
+        start.wait()  # every client connected: more connections open than the cap
+        for _ in range(200):
+            connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            response = connection.getresponse()
+            response.read()
+            with lock:
+                seen.append(response.status)
+            if response.status == 200:
+                break
+            assert response.status == 503 and response.getheader("Retry-After") == "1"
+            connection.close()  # the server let this connection go: a new one for the retry
+            time.sleep(random.uniform(0.01, 0.2))
+            connection = http.client.HTTPConnection("127.0.0.1", server.ports["http"], timeout=10)
+        connection.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        server.stop(drain_seconds=1)
+    refused = seen.count(503)
+    assert seen.count(200) == clients and refused >= clients - cap, seen
+    counted = {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
+    assert counted == {"ok": clients, "connection_limit": refused}, (counted, seen)

@@ -185,7 +185,9 @@ class EvalServer:
             self.ports["admin"] = self._admin.port
         if o.http_port is not None:
             self._http = UvicornThread(otlp_app(self), o.host, o.http_port, tls=o.tls, client_cert=True,
-                                       max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds, name="otlp-http")
+                                       max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds, name="otlp-http",
+                                       refused=lambda signal, outcome: self.count("http", signal, outcome),
+                                       retry_after=o.retry_after_seconds)
             self.ports["http"] = self._http.port
         if o.grpc_port is not None:
             self._grpc, self.ports["grpc"] = grpc_server(self, o.host, o.grpc_port)
