@@ -16,6 +16,7 @@ import pytest
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.serve.server import EvalServer, ServeOptions
+from tests.test_server_helpers import wait_for
 
 LIMIT = 64 * 1024
 HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
@@ -138,7 +139,9 @@ def test_concurrent_clients_beyond_the_connection_cap_are_refused_retryably_and_
     import random
     import threading
 
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
     clients, cap = 8, 2
     server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
@@ -179,3 +182,31 @@ def test_concurrent_clients_beyond_the_connection_cap_are_refused_retryably_and_
     assert seen.count(200) == clients and refused >= clients - cap, seen
     counted = {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
     assert counted == {"ok": clients, "connection_limit": refused}, (counted, seen)
+
+
+def test_rpcs_grpc_refuses_over_its_concurrency_cap_are_counted() -> None:
+    """gRPC answers RPCs over ``maximum_concurrent_rpcs`` (4 x ``grpc_workers``) with ``RESOURCE_EXHAUSTED``
+    without calling our handler: the server counts each one as ``rpc_limit``, exactly as the clients saw them."""
+    import grpc
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=None, grpc_port=0, admin_port=None,
+                                                            grpc_workers=1))
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.ports['grpc']}")
+    export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+    body = ExportTraceServiceRequest().SerializeToString()
+    try:
+        with server._offer_lock:  # the first RPC waits here, on the only worker; the next ones queue behind it
+            calls = [export.future(body, timeout=30) for _ in range(8)]
+            wait_for(lambda: sum(c.done() for c in calls) >= 4, 20, "the RPCs over the cap refused")
+        codes = [c.exception().code() if c.exception() else grpc.StatusCode.OK for c in calls]
+    finally:
+        channel.close()
+        server.stop(drain_seconds=1)
+    refused = codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert refused == 8 - 4 and codes.count(grpc.StatusCode.OK) == 4, codes
+    counted = {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
+    assert counted == {"ok": 4, "rpc_limit": refused}, counted

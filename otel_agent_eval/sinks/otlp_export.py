@@ -19,9 +19,12 @@ answered) is counted as not exported, and later answers change nothing.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+_logger = logging.getLogger("otel_agent_eval.export")
 
 SIGNALS = ("spans", "log_records")
 
@@ -185,7 +188,7 @@ def finish_export(providers: Sequence[Any], tally: ExportTally, timeout: float) 
                 provider.force_flush()
                 provider.shutdown()
             except Exception:  # an exporter failing at shutdown: what it did not send is counted below
-                pass
+                _logger.warning("otel-agent-eval: result export failed at shutdown", exc_info=True)
 
     worker = threading.Thread(target=flush_and_shut_down, name="otel-agent-eval-export-shutdown", daemon=True)
     worker.start()
