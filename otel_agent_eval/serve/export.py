@@ -17,7 +17,9 @@ from ..sinks.otlp_export import (
 def otlp_providers(endpoint: str | None, protocol: str | None, settings: Settings, tally: ExportTally) -> tuple[Any, Any]:
     """TracerProvider and LoggerProvider exporting over OTLP, or (None, None) when no endpoint is configured.
 
-    Their exporters are wrapped to count what they fail to send (``tally``).
+    Their exporters are wrapped to count what they fail to send (``tally``). Not shut down at
+    exit (``shutdown_on_exit=False``): ``EvalServer.stop`` does it within the drain deadline
+    (``finish_export``), and an exit handler waiting on a stalled endpoint would outlast it.
     """
     env = os.environ
     wants_traces = settings.emit_spans and env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
@@ -56,11 +58,11 @@ def otlp_providers(endpoint: str | None, protocol: str | None, settings: Setting
     resource = hashed_once(resource)
     tracer_provider = logger_provider = None
     if wants_traces:
-        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         tracer_provider.add_span_processor(
             bounded_span_processor(OTLPSpanExporter(**span_kwargs), tally, settings.export_max_queued_spans))
     if wants_logs:
-        logger_provider = LoggerProvider(resource=resource)
+        logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         logger_provider.add_log_record_processor(
             bounded_log_processor(OTLPLogExporter(**log_kwargs), tally, settings.export_max_queued_log_records))
     return tracer_provider, logger_provider

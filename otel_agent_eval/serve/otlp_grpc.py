@@ -51,6 +51,29 @@ def _abort(context: Any, outcome: Outcome) -> None:
     context.abort(code, outcome.message)
 
 
+class _RefusalCounter:
+    """Counts the RPCs gRPC refuses itself over ``maximum_concurrent_rpcs`` (``RESOURCE_EXHAUSTED``), as ``rpc_limit``.
+
+    gRPC answers them without calling any handler, so nothing of ours would see them. It
+    decides under its server lock from its count of active RPCs, then asks the interceptors
+    for the handler, still under that lock: reading the same two figures here gives the same
+    answer. They are gRPC's private state, read defensively (never raising: a gRPC without
+    them just leaves these refusals uncounted).
+    """
+
+    def __init__(self, app: EvalServer) -> None:
+        self.app = app
+        self.server: Any = None
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = continuation(details)
+        state = getattr(self.server, "_state", None)
+        cap = getattr(state, "maximum_concurrent_rpcs", None)
+        if handler is not None and cap is not None and getattr(state, "active_rpc_count", 0) >= cap:
+            self.app.count("grpc", "traces" if "TraceService" in details.method else "logs", "rpc_limit")
+        return handler
+
+
 def grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:
     """A started-later ``grpc.Server`` with both OTLP services, and the port it bound."""
     import grpc
@@ -70,12 +93,15 @@ def grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:
         return grpc.method_handlers_generic_handler(_SERVICES[signal_name], {"Export": grpc.unary_unary_rpc_method_handler(export)})
 
     size = app.options.max_request_bytes
+    refusals = _RefusalCounter(app)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=app.options.grpc_workers, thread_name_prefix="otel-agent-eval-grpc"),
         handlers=[handler("traces"), handler("logs")],
+        interceptors=[refusals],  # duck-typed: gRPC only calls intercept_service
         options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0)],
         maximum_concurrent_rpcs=app.options.grpc_workers * 4,
     )
+    refusals.server = server
     address = f"{'[::]' if host in ('::', '') else host}:{port}"
     tls = app.options.tls
     bound = server.add_secure_port(address, grpc_server_credentials(tls)) if tls else server.add_insecure_port(address)

@@ -6,6 +6,13 @@ non-numeric ``Content-Length`` and to an invalid chunk size. What is left here:
 reading a body with a size cap whatever the headers say, the OTLP status
 mapping (``google.rpc.Status`` bodies, 429/503 + ``Retry-After``), and bearer
 tokens. ``/metrics`` is prometheus-client's own ASGI app.
+
+uvicorn's own refusals would bypass our counters: its connection cap
+(``limit_concurrency``) answers 503 with an app of its own, and a request h11
+cannot parse gets a 400 before any app runs. So the cap is decided here, the
+same way (``_ConnectionCap``: 503 + ``Retry-After``, counted as
+``connection_limit``), and the 400s are counted by the protocol
+(``invalid_http``).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -47,7 +55,11 @@ _HTTP_STATUS = {
     "too_large": (413, _GRPC_INVALID_ARGUMENT),
     "unsupported": (415, _GRPC_INVALID_ARGUMENT),
     "unauthenticated": (401, _GRPC_UNAUTHENTICATED),
+    "connection_limit": (503, _GRPC_UNAVAILABLE),
 }
+
+Refused = Callable[[str, str], None]
+"""Counts one request uvicorn's layer refused: (signal, outcome)."""
 
 
 class _BodyTooLarge(Exception):
@@ -87,8 +99,8 @@ def _error(outcome: Outcome, content_type: str) -> Response:
         headers["Retry-After"] = str(outcome.retry_after)
     if outcome.status == "unauthenticated":
         headers["WWW-Authenticate"] = 'Bearer realm="otel-agent-eval"'
-    if outcome.status == "too_large":
-        headers["Connection"] = "close"  # the rest of the body is never read
+    if outcome.status in ("too_large", "connection_limit"):
+        headers["Connection"] = "close"  # the rest of the body is never read; a connection over the cap is let go
     if content_type == PROTOBUF:
         body = status_pb2.Status(code=rpc_code, message=outcome.message).SerializeToString()
     else:
@@ -186,6 +198,53 @@ class _IdleClosingH11(H11Protocol):
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
 
+def _signal_of(path: str) -> str:
+    return {"/v1/traces": "traces", "/v1/logs": "logs"}.get(path, "unknown")
+
+
+class _ConnectionCap:
+    """uvicorn's ``limit_concurrency`` check (connections open, requests running), answered and counted here.
+
+    uvicorn answers its own 503 (no ``Retry-After``, no OTLP status body) and counts
+    nothing; with its cap off, this wrapper refuses the same requests: 503 +
+    ``Retry-After`` (retried by the OTLP exporters), the connection closed, the
+    refusal counted as ``connection_limit``.
+    """
+
+    def __init__(self, inner: Any, limit: int, server: Callable[[], uvicorn.Server], refused: Refused,
+                 retry_after: int) -> None:
+        self.inner, self.limit, self.server, self.refused, self.retry_after = inner, limit, server, refused, retry_after
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.server().server_state  # both include this request's own connection and task
+        if scope["type"] == "http" and (len(state.connections) > self.limit or len(state.tasks) > self.limit):
+            from .outcome import Outcome
+
+            self.refused(_signal_of(scope["path"]), "connection_limit")
+            content_type = dict(scope.get("headers") or []).get(b"content-type", b"").decode("latin-1")
+            outcome = Outcome("connection_limit", f"more than {self.limit} connections open: retry after {self.retry_after}s",
+                              retry_after=self.retry_after)
+            await _error(outcome, content_type.split(";", 1)[0].strip().lower())(scope, receive, send)
+            return
+        await self.inner(scope, receive, send)
+
+
+def _protocol(refused: Refused) -> type[_IdleClosingH11]:
+    """The h11 protocol counting the requests it refuses itself (unparseable: 400) as ``invalid_http``.
+
+    A body that turns unparseable once the app is reading it (a bad chunk size) is counted
+    by the app, as ``incomplete``: once per request either way.
+    """
+
+    class CountingH11(_IdleClosingH11):
+        def send_400_response(self, msg: str) -> None:
+            if self.cycle is None or self.cycle.response_complete:  # no app has seen this request
+                refused("unknown", "invalid_http")
+            super().send_400_response(msg)
+
+    return CountingH11
+
+
 def _bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket. Made with ``IPPROTO_TCP`` explicitly: asyncio sets ``TCP_NODELAY`` only
     on sockets whose ``proto`` says TCP, and without it every response waits for a delayed ACK (~40 ms)."""
@@ -205,14 +264,15 @@ class UvicornThread:
     """One uvicorn server on its own event loop thread, on a socket bound at construction (so port 0 is known)."""
 
     def __init__(self, app: Any, host: str, port: int, *, tls: TLSFiles | None, client_cert: bool, max_connections: int,
-                 idle_seconds: float, name: str) -> None:
+                 idle_seconds: float, name: str, refused: Refused = lambda signal, outcome: None,
+                 retry_after: int = 1) -> None:
         def ssl_factory(config: uvicorn.Config, default: Any) -> Any:
             return reloading_ssl_context(tls, require_client_cert=client_cert)  # type: ignore[arg-type]
 
         config = uvicorn.Config(
-            app, http=_IdleClosingH11, lifespan="off", log_config=None, access_log=False, server_header=False,
-            # uvicorn counts the connection asking too: N + 1 lets N connections in.
-            limit_concurrency=max_connections + 1, timeout_keep_alive=idle_seconds,  # type: ignore[arg-type]
+            _ConnectionCap(app, max_connections, lambda: self.server, refused, retry_after),
+            http=_protocol(refused), lifespan="off", log_config=None, access_log=False, server_header=False,
+            limit_concurrency=None, timeout_keep_alive=idle_seconds,  # type: ignore[arg-type]
             timeout_graceful_shutdown=2, ssl_context_factory=ssl_factory if tls else None,
             ssl_certfile=tls.cert_file if tls else None,
         )

@@ -15,7 +15,9 @@ class Outcome:
 
     ``status``: ``ok``, ``partial`` (some items rejected: ``rejected``), ``overloaded``
     and ``draining`` (refused whole: retry after ``retry_after`` seconds), ``invalid``,
-    ``too_large``, ``unsupported`` (content type or encoding), ``unauthenticated``.
+    ``too_large``, ``unsupported`` (content type or encoding), ``unauthenticated``;
+    HTTP only, refused before the request reaches ``receive``: ``connection_limit``
+    (503, retry) and ``invalid_http`` (unparseable: 400), ``incomplete`` (408).
     ``response`` is the OTLP response message for ``ok`` and ``partial``.
     """
 

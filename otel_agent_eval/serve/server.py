@@ -66,7 +66,7 @@ from ..intake.logs import CONTENT, classify_log
 from ..pipeline.build import build_pipeline
 from ..records import SpanRecord, event_name_of
 from ..sinks.otel import SCOPE_NAME
-from ..sinks.otlp_export import ExportTally
+from ..sinks.otlp_export import ExportTally, finish_export
 from .export import otlp_providers
 from .metrics import ServerCollector, ServerStats
 from .otlp_grpc import grpc_server
@@ -185,7 +185,9 @@ class EvalServer:
             self.ports["admin"] = self._admin.port
         if o.http_port is not None:
             self._http = UvicornThread(otlp_app(self), o.host, o.http_port, tls=o.tls, client_cert=True,
-                                       max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds, name="otlp-http")
+                                       max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds, name="otlp-http",
+                                       refused=lambda signal, outcome: self.count("http", signal, outcome),
+                                       retry_after=o.retry_after_seconds)
             self.ports["http"] = self._http.port
         if o.grpc_port is not None:
             self._grpc, self.ports["grpc"] = grpc_server(self, o.host, o.grpc_port)
@@ -196,9 +198,18 @@ class EvalServer:
         self._started = True
 
     def stop(self, drain_seconds: float | None = None) -> dict[str, Any]:
-        """Stop accepting, evaluate what is buffered and export it within the deadline; count what is lost."""
+        """Stop accepting, evaluate what is buffered and export it, all within the deadline; count what is lost.
+
+        Every step takes its share of the time left (``_left``), the result export too
+        (``finish_export``): what the exporters have not sent when the deadline passes is
+        counted as not exported, never waited on.
+        """
         drain = self.options.drain_seconds if drain_seconds is None else drain_seconds
         deadline = time.monotonic() + drain
+
+        def left(cap: float = float("inf")) -> float:
+            return max(0.0, min(cap, deadline - time.monotonic()))
+
         self._draining = True
         with self._offer_lock:  # a request already past refusal() finishes its offer; later ones see _draining
             pass
@@ -206,22 +217,21 @@ class EvalServer:
         at_stop = {"buffered_traces": self.stats.buffered_traces, "intake_spans": len(self.pipeline.intake),
                    "queued_evaluations": self.stats.queue_depth, "queued_judge_evaluations": self.stats.judge_queue_depth}
         if self._grpc is not None:
-            self._grpc.stop(grace=min(2.0, drain)).wait(min(2.0, drain) + 1)
+            grace = left(2.0)
+            self._grpc.stop(grace=grace).wait(grace)
         if self._http is not None:
-            self._http.stop(timeout=min(2.0, drain) + 1)
+            self._http.stop(timeout=left(2.0))
         # Keep a share of the deadline for exporting the last results.
-        flushed = self._built.shutdown(max(0.0, (deadline - time.monotonic()) * (0.8 if self.exporting else 1.0)))
-        for provider in self._own_providers:
-            remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-            provider.force_flush(remaining_ms)  # True whatever the exporter did: the tally says what was sent
-            provider.shutdown()
+        flushed = self._built.shutdown(left() * (0.8 if self.exporting else 1.0))
+        finish_export(self._own_providers, self.export_tally, left())
         not_exported = self.export_tally.not_exported()
         if self._admin is not None:
-            self._admin.stop(timeout=1.0)
+            self._admin.stop(timeout=min(1.0, max(0.2, left())))
         return {
             "drained": bool(flushed),
             "exported": not any(not_exported.values()),
             "not_exported": not_exported,
+            "sink_errors": {sink: n for (sink,), n in sorted(self.stats.sink_errors.snapshot().items())},
             "at_stop": at_stop,
             "evaluated_during_drain": self.stats.traces_evaluated.total() - before_evaluated,
             "traces_evaluated": self.stats.traces_evaluated.total(),

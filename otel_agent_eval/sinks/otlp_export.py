@@ -9,16 +9,22 @@ own bound in front of each batch processor (``bounded_span_processor``,
 ``max_queued`` items are queued or being exported, so the SDK queue (sized to
 the same bound) never overflows, and an item over the bound is dropped here
 and counted. Results that never reached the endpoint (export failed, over the
-queue bound, shutdown deadline passed) are counted: failed and dropped ones in
-``agent_eval_sink_errors_total{sink="otlp"}``, all of them in the stop
-report's ``not_exported``.
+queue bound, shutdown deadline passed) are counted, in
+``agent_eval_sink_errors_total{sink="otlp"}`` and in the stop report's
+``not_exported``. At shutdown (``finish_export``) the flush runs within the
+time left and is never waited on beyond it: once the tally is closed, what
+the exporters still hold (queued, or in a request the endpoint has not
+answered) is counted as not exported, and later answers change nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+_logger = logging.getLogger("otel_agent_eval.export")
 
 SIGNALS = ("spans", "log_records")
 
@@ -33,18 +39,43 @@ class ExportTally:
         self.exported = dict.fromkeys(SIGNALS, 0)
         self.failed = dict.fromkeys(SIGNALS, 0)
         self.dropped = dict.fromkeys(SIGNALS, 0)
-        """Over the queue bound: never handed to the batch processor."""
+        """Over the queue bound (or emitted once closed): never handed to the batch processor."""
+        self.abandoned = dict.fromkeys(SIGNALS, 0)
+        """Still queued or unanswered when the tally was closed (the shutdown deadline)."""
+        self.closed = False
 
     def add(self, counts: dict[str, int], signal: str, amount: int) -> None:
         with self._lock:
-            counts[signal] += amount
+            if not self.closed:  # once closed, the figures are final: a late answer changes nothing
+                counts[signal] += amount
+
+    def fail(self, signal: str, amount: int) -> None:
+        """Count ``amount`` items the endpoint did not take (unless closed: then they were counted already)."""
+        with self._lock:
+            if self.closed:
+                return
+            self.failed[signal] += amount
+        self.on_failure(amount)
+
+    def close(self) -> int:
+        """Final figures: what is still queued or in flight is counted as abandoned (and a failure); returns how many."""
+        with self._lock:
+            if self.closed:
+                return 0
+            self.closed = True
+            for s in SIGNALS:
+                self.abandoned[s] = self.emitted[s] - self.exported[s] - self.failed[s] - self.dropped[s]
+            total = sum(self.abandoned.values())
+        if total:
+            self.on_failure(total)
+        return total
 
     def admit(self, signal: str, max_queued: int) -> bool:
         """Count one emitted item; True if it fits: fewer than ``max_queued`` queued or being exported."""
         with self._lock:
             in_flight = self.emitted[signal] - self.exported[signal] - self.failed[signal] - self.dropped[signal]
             self.emitted[signal] += 1
-            if in_flight < max_queued:
+            if in_flight < max_queued and not self.closed:
                 return True
             self.dropped[signal] += 1
         self.on_failure(1)
@@ -82,8 +113,7 @@ class CountingExporter:
         return result
 
     def _failed(self, count: int) -> None:
-        self._tally.add(self._tally.failed, self._signal, count)
-        self._tally.on_failure(count)
+        self._tally.fail(self._signal, count)
 
     def shutdown(self, *args: Any, **kwargs: Any) -> None:
         self._exporter.shutdown(*args, **kwargs)
@@ -160,3 +190,28 @@ def bounded_log_processor(exporter: Any, tally: ExportTally, max_queued: int) ->
             return batch.force_flush(timeout_millis)
 
     return BoundedLogRecords()
+
+
+def finish_export(providers: Sequence[Any], tally: ExportTally, timeout: float) -> bool:
+    """Flush and shut down ``providers`` within ``timeout`` seconds, then close ``tally``; True if they finished.
+
+    The SDK's ``force_flush`` ignores its timeout and its ``shutdown`` waits up to 30 s per
+    processor, each export up to the exporter's own timeout: against an endpoint that stalls,
+    that is unbounded. So they run on a daemon thread, waited on only until ``timeout``; what
+    they had not sent by then is counted (``ExportTally.close``) and left behind (the providers
+    are built with ``shutdown_on_exit=False``, so nothing waits on them at exit either).
+    """
+
+    def flush_and_shut_down() -> None:
+        for provider in providers:
+            try:
+                provider.force_flush()
+                provider.shutdown()
+            except Exception:  # an exporter failing at shutdown: what it did not send is counted below
+                _logger.warning("otel-agent-eval: result export failed at shutdown", exc_info=True)
+
+    worker = threading.Thread(target=flush_and_shut_down, name="otel-agent-eval-export-shutdown", daemon=True)
+    worker.start()
+    worker.join(max(0.0, timeout))
+    tally.close()
+    return not worker.is_alive()

@@ -60,9 +60,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: 
 
 
 class Receiver:
-    """OTLP/HTTP receiver for what the server exports: evaluation spans and result log records."""
+    """OTLP/HTTP receiver for what the server exports: evaluation spans and result log records.
 
-    def __init__(self) -> None:
+    ``delay``: seconds each request waits, once recorded, before it is answered (a slow backend).
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
         self.lock = threading.Lock()
         self.spans: list[dict[str, Any]] = []
         self.logs: list[dict[str, Any]] = []
@@ -89,6 +92,7 @@ class Receiver:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
+                time.sleep(delay)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))

@@ -363,7 +363,7 @@ def test_draining_server_refuses_with_503(tmp_path: Path, servers: list) -> None
 
 def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
     """A crowd of clients (or stalled, idle ones) must not pile up: beyond ``max_http_connections``
-    a request is answered 503 (uvicorn's ``limit_concurrency``); a connection idle past
+    a request is answered 503 + ``Retry-After`` and counted (``connection_limit``); a connection idle past
     ``http_idle_seconds``, even one that never sent a byte, is closed by the server, which frees its slot."""
     import socket
 
@@ -383,7 +383,7 @@ def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
             refused.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
                             b"Content-Length: %d\r\n\r\n%s" % (len(request), request))
             answer = refused.recv(4096)
-        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in answer.lower(), answer
         # the server closes the silent connections (recv returns b"" at EOF), which frees the slots
         for sock in idle:
             assert sock.recv(1024) == b""
@@ -395,4 +395,4 @@ def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
             sock.close()
         server.stop(drain_seconds=1)
     outcomes = Counter(k[2] for k in server.server_stats.requests.snapshot())
-    assert outcomes == Counter({"ok": 1}), outcomes
+    assert outcomes == Counter({"ok": 1, "connection_limit": 1}), outcomes

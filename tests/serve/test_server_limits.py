@@ -9,24 +9,31 @@ without being read to its end.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.serve.server import EvalServer, ServeOptions
+from tests.test_server_helpers import wait_for
 
 LIMIT = 64 * 1024
 HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
 
 
 @pytest.fixture(scope="module")
-def port() -> Iterator[int]:
+def server() -> Iterator[EvalServer]:
     server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
                                                             max_request_bytes=LIMIT, http_idle_seconds=1))
     server.start()
-    yield server.ports["http"]
+    yield server
     server.stop(drain_seconds=1)
+
+
+@pytest.fixture(scope="module")
+def port(server: EvalServer) -> int:
+    return server.ports["http"]
 
 
 def _exchange(port: int, data: bytes) -> bytes:
@@ -106,3 +113,100 @@ def test_connections_have_tcp_nodelay() -> None:
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     finally:
         server.stop(drain_seconds=1)
+
+
+def test_requests_uvicorn_refuses_itself_are_counted(server: EvalServer) -> None:
+    """The 400s h11 answers itself are counted once per request: before any app runs (an unparseable
+    length) as ``invalid_http``; a chunk size that breaks the body the app is reading, by the app, as
+    ``incomplete``."""
+    def outcomes() -> dict:
+        return {k: v for k, v in server.server_stats.requests.snapshot().items() if k[2] in ("invalid_http", "incomplete")}
+
+    before = outcomes()
+    port = server.ports["http"]
+    _exchange(port, HEAD + b"Content-Length: -5\r\n\r\n")
+    _exchange(port, HEAD + b"Transfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n")
+    time.sleep(0.5)  # let the app that was reading the chunked body see the connection go
+    after = outcomes()
+    added = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert added == {("http", "unknown", "invalid_http"): 1, ("http", "traces", "incomplete"): 1}, added
+
+
+def test_concurrent_clients_beyond_the_connection_cap_are_refused_retryably_and_every_refusal_counted() -> None:
+    """Eight real clients at once against a cap of two: those over the cap get 503 + ``Retry-After``,
+    reconnect and retry until accepted; the server counts exactly the refusals the clients saw."""
+    import http.client
+    import random
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    clients, cap = 8, 2
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=None,
+                                                            max_http_connections=cap, http_idle_seconds=5))
+    server.start()
+    body = ExportTraceServiceRequest().SerializeToString()
+    start = threading.Barrier(clients)
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", server.ports["http"], timeout=10)
+        connection.connect()
+        start.wait()  # every client connected: more connections open than the cap
+        for _ in range(200):
+            connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            response = connection.getresponse()
+            response.read()
+            with lock:
+                seen.append(response.status)
+            if response.status == 200:
+                break
+            assert response.status == 503 and response.getheader("Retry-After") == "1"
+            connection.close()  # the server let this connection go: a new one for the retry
+            time.sleep(random.uniform(0.01, 0.2))
+            connection = http.client.HTTPConnection("127.0.0.1", server.ports["http"], timeout=10)
+        connection.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        server.stop(drain_seconds=1)
+    refused = seen.count(503)
+    assert seen.count(200) == clients and refused >= clients - cap, seen
+    counted = {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
+    assert counted == {"ok": clients, "connection_limit": refused}, (counted, seen)
+
+
+def test_rpcs_grpc_refuses_over_its_concurrency_cap_are_counted() -> None:
+    """gRPC answers RPCs over ``maximum_concurrent_rpcs`` (4 x ``grpc_workers``) with ``RESOURCE_EXHAUSTED``
+    without calling our handler: the server counts each one as ``rpc_limit``, exactly as the clients saw them."""
+    import grpc
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=None, grpc_port=0, admin_port=None,
+                                                            grpc_workers=1))
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.ports['grpc']}")
+    export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+    body = ExportTraceServiceRequest().SerializeToString()
+    try:
+        with server._offer_lock:  # the first RPC waits here, on the only worker; the next ones queue behind it
+            calls = [export.future(body, timeout=30) for _ in range(8)]
+            wait_for(lambda: sum(c.done() for c in calls) >= 4, 20, "the RPCs over the cap refused")
+        codes = [c.exception().code() if c.exception() else grpc.StatusCode.OK for c in calls]
+    finally:
+        channel.close()
+        server.stop(drain_seconds=1)
+    refused = codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert refused == 8 - 4 and codes.count(grpc.StatusCode.OK) == 4, codes
+    counted = {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
+    assert counted == {"ok": 4, "rpc_limit": refused}, counted
