@@ -16,7 +16,7 @@ import pytest
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.serve.server import EvalServer, ServeOptions
-from tests.test_server_helpers import wait_for
+from tests.serve.server_process import wait_for
 
 LIMIT = 64 * 1024
 HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_serve_drain import EVALUATORS, send_agent_runs
-from tests.test_server_helpers import Receiver, ServerProcess, wait_for
+from tests.serve.server_process import Receiver, ServerProcess, wait_for
+from tests.serve.test_serve_drain import EVALUATORS, send_agent_runs
 
 TRACES = 200
 DRAIN_SECONDS = 2.0
