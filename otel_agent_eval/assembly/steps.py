@@ -224,8 +224,8 @@ def total_usage(llms: list[Operation]) -> dict[str, int]:
     for llm in llms:
         usage = llm.usage
         if usage is not None:
-            input_tokens += usage.input_tokens
-            output_tokens += usage.output_tokens
+            input_tokens += usage[0]
+            output_tokens += usage[1]
     return {"input_tokens": input_tokens, "output_tokens": output_tokens}
 
 

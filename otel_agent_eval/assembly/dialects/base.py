@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model import TokenUsage
 from ...records import SpanRecord, clean
 
 AGENT = "agent"
@@ -97,7 +96,8 @@ class Operation:
     """The checkpoint namespace of the graph node task this span runs in (LangGraph
     ``langgraph_checkpoint_ns``): one ``node:task_id`` segment per graph level, joined by ``|``."""
     error: str | None = None
-    usage: TokenUsage | None = None
+    usage: tuple[int, int] | None = None
+    """(input, output) tokens (``usage_from``)."""
     tool_definitions: list[Any] | None = None
     issues: list[str] = field(default_factory=list)
 
@@ -319,14 +319,10 @@ def first_str(attrs: Any, *keys: str) -> str | None:
     return None
 
 
-def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> TokenUsage | None:
-    """Token usage from the first present key of each list; None when neither is there."""
-    counts = token_counts(attrs, input_keys, output_keys)
-    return None if counts is None else TokenUsage(input_tokens=counts[0], output_tokens=counts[1])
-
-
-def token_counts(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> tuple[int, int] | None:
-    """``usage_from`` as (input, output) counts, without making a model."""
+def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> tuple[int, int] | None:
+    """Token usage as (input, output) counts from the first present key of each list; None when
+    neither is there. Counts, not a ``TokenUsage``: a step's usage is their sum, made a model by
+    the one validation of the trace (a model per model call cost a validation each)."""
     input_tokens = output_tokens = None
     for key in input_keys:
         if key in attrs:
