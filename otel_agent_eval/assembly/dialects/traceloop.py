@@ -115,18 +115,18 @@ def extract(record: SpanRecord, op: Operation) -> None:
 
 def _extract_tool(attrs: Any, op: Operation, name: str | None, raw_input: object, raw_output: object) -> None:
     """A tool span: ``fill(op, tool_name=..., tool_arguments=..., tool_result=...)`` spelled out (every
-    tool span of these instrumentations), then what a LangChain tool's output records (``_tool_output``)."""
+    tool span of these instrumentations). The result: what a LangChain tool's output records
+    (``_tool_output``), which takes precedence; else the unwrapped entity output."""
     if name and op.tool_name is None:
         op.tool_name = name
     if raw_input is not _ABSENT:
         arguments = unwrap_tool_payload(raw_input)
         if not _empty(arguments) and _empty_field(op.tool_arguments):
             op.tool_arguments = arguments
-    if raw_output is not _ABSENT:
+    if not _tool_output(attrs, op, raw_output) and raw_output is not _ABSENT:
         result = unwrap_tool_payload(raw_output)
         if not _empty(result) and _empty_field(op.tool_result):
             op.tool_result = result
-    _tool_output(attrs, op, raw_output)
 
 
 def _empty(value: object) -> bool:
@@ -139,10 +139,11 @@ def _empty_field(value: object) -> bool:
     return value is None or value == []
 
 
-def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> None:
+def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> bool:
     """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
-    the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module doc).
-    ``entity_output``: ``traceloop.entity.output`` as parsed already (``_ABSENT`` when not present)."""
+    the result, the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module
+    doc); False when the output is none of those. ``entity_output``: ``traceloop.entity.output`` as
+    parsed already (``_ABSENT`` when not present)."""
     for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
         if key == "traceloop.entity.output":
             if entity_output is _ABSENT:
@@ -157,7 +158,8 @@ def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> None:
             output = output.get("output")
         if tool_message(output) is not None or parent_command(output) is not None:
             op.tool_result = langchain_tool_output(op, output)
-            return
+            return True
+    return False
 
 
 def _state_text(value: object, role: str) -> str | None:
