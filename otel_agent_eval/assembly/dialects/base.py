@@ -103,9 +103,18 @@ class Operation:
 
     span_id: int = field(init=False, repr=False)
     """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
+    _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.span_id = self.record.span_id
+
+    def canonical_arguments(self) -> str:
+        """``canonical_json(tool_arguments)``, encoded once while ``tool_arguments`` is the same object
+        (a tool span without a call id is compared with the open calls of every candidate turn)."""
+        cached = self._canonical
+        if cached is None or cached[0] is not self.tool_arguments:
+            cached = self._canonical = (self.tool_arguments, canonical_json(self.tool_arguments))
+        return cached[1]
 
     @property
     def input_messages(self) -> list[Message] | None:
