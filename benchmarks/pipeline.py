@@ -4,6 +4,7 @@
 What is timed: ``flatten(assemble(records))`` followed by ``safe_evaluate`` of the
 four deterministic evaluators (tool_call_accuracy with a matching expectation,
 tool_failure_recovery, loop_detection, step_budget) on each agent run, in one
+``evaluation_scope`` per run as the pipeline's workers run them, in one
 thread, over pre-built ``SpanRecord``s (what the collector thread hands to
 assembly). No threads, no buffer, no sinks. Side by side, in the same rounds: the
 standard library's ``json.loads`` of the same traces' JSON-encoded attribute values
@@ -49,6 +50,7 @@ from otel_agent_eval.config import Settings
 from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
 from otel_agent_eval.evaluators.base import Evaluator, safe_evaluate
+from otel_agent_eval.isolation import evaluation_scope
 from otel_agent_eval.pipeline.completion import flatten
 from otel_agent_eval.records import SpanEvent, SpanRecord
 
@@ -460,9 +462,15 @@ def process(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator])
     results = 0
     for records in traces:
         for agent_trace in flatten(assemble(records)):
-            for evaluator in evaluators:
-                results += len(safe_evaluate(evaluator, agent_trace)[0])
+            results += evaluate_run(agent_trace, evaluators)
     return results
+
+
+def evaluate_run(agent_trace: Any, evaluators: Sequence[Evaluator]) -> int:
+    """The evaluators on one agent run as the pipeline's workers run them: ``safe_evaluate`` each,
+    in one ``evaluation_scope`` (the isolation context). Returns the number of results."""
+    with evaluation_scope():
+        return sum(len(safe_evaluate(evaluator, agent_trace)[0]) for evaluator in evaluators)
 
 
 def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], rounds: int) -> dict[str, float]:
@@ -481,8 +489,7 @@ def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], 
     def evaluate() -> None:
         for agent_traces in runs:
             for agent_trace in agent_traces:
-                for evaluator in evaluators:
-                    safe_evaluate(evaluator, agent_trace)
+                evaluate_run(agent_trace, evaluators)
 
     best = {}
     for name, phase in (("read", read), ("assemble", build), ("evaluate", evaluate)):
@@ -500,10 +507,11 @@ def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], 
         spent = dict.fromkeys(shares, 0.0)
         for agent_traces in runs:
             for agent_trace in agent_traces:
-                for evaluator in evaluators:
-                    started = time.perf_counter()
-                    safe_evaluate(evaluator, agent_trace)
-                    spent[evaluator.name] += time.perf_counter() - started
+                with evaluation_scope():
+                    for evaluator in evaluators:
+                        started = time.perf_counter()
+                        safe_evaluate(evaluator, agent_trace)
+                        spent[evaluator.name] += time.perf_counter() - started
         for name, seconds_spent in spent.items():
             shares[name].append(seconds_spent)
     for name, seconds in shares.items():

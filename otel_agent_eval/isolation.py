@@ -1,7 +1,7 @@
 """Evaluator isolation: nothing an evaluator does is evaluated, and by default it is not traced.
 
 Every evaluator run goes through ``evaluation_run`` (``safe_evaluate`` opens it).
-It attaches a context whose current span is a non-recording span with a fresh
+It runs under a context whose current span is a non-recording span with a fresh
 trace id and the *not sampled* flag, so that:
 
 - with the SDK's default ``ParentBased`` sampler, every span an instrumentation
@@ -11,6 +11,12 @@ trace id and the *not sampled* flag, so that:
   that trace id, which ``is_evaluator_telemetry`` recognises at intake, as it
   recognises spans and log records that end on a thread running an evaluator
   (instrumentations that start a fresh root context).
+
+That context and the thread mark are an ``evaluation_scope``: ``evaluation_run`` opens one of its own,
+unless it runs inside one that is still the current context (the pipeline's workers open one for all
+the evaluators of one agent run: entering it costs more than most evaluators). An evaluator that
+attached a context of its own and left it attached is not the scope's any more: the next evaluator
+then gets a scope of its own, so each still starts under the non-recording parent.
 
 The intake asks ``is_evaluator_telemetry`` only for a span or log record it would
 otherwise admit (a GenAI span of a trace not yet kept), never for ordinary spans.
@@ -28,6 +34,7 @@ import os
 import random
 import threading
 from collections import OrderedDict
+from contextvars import ContextVar
 from typing import NamedTuple
 
 from opentelemetry import context as otel_context
@@ -37,7 +44,6 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 MAX_TRACE_IDS = 4096
 """Evaluation trace ids remembered (about 100 bytes each)."""
 
-_RUN_KEY = otel_context.create_key("otel_agent_eval.evaluation_run")
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 _getrandbits = random.getrandbits  # what the SDK's RandomIdGenerator uses
 
@@ -57,19 +63,17 @@ class EvaluationRun(NamedTuple):
     span_id: str | None
 
 
-class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_run(run):``
-    """Run an evaluator under a non-sampled context of its own, marked as evaluation.
+class evaluation_scope:  # noqa: N801 - used like a function: ``with evaluation_scope():``
+    """The isolation evaluators run in: a non-recording, not-sampled parent with a fresh trace id,
+    attached, and the thread marked as running an evaluator. Entered once for all the evaluators of
+    one agent run (``Stages``), or by ``evaluation_run`` for one.
 
-    A class with plain code, not a generator: it is entered for every evaluator on
-    every trace (a few microseconds).
+    A class with plain code, not a generator: it is entered for every agent run evaluated.
     """
 
-    __slots__ = ("_ident", "_run", "_token")
+    __slots__ = ("_context", "_ident", "_scope_token", "_token")
 
-    def __init__(self, run: EvaluationRun) -> None:
-        self._run = run
-
-    def __enter__(self) -> None:
+    def __enter__(self) -> evaluation_scope:
         trace_id = _getrandbits(128) or 1  # 0 is the invalid id
         parent = NonRecordingSpan(SpanContext(trace_id, _getrandbits(64) or 1, False, _NOT_SAMPLED))
         self._ident = ident = threading.get_ident()
@@ -78,15 +82,54 @@ class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_ru
             if len(_trace_ids) > MAX_TRACE_IDS:
                 _trace_ids.popitem(last=False)
             _threads[ident] = _threads.get(ident, 0) + 1
-        self._token = otel_context.attach(otel_context.set_value(_RUN_KEY, self._run, trace.set_span_in_context(parent)))
+        self._context = context = trace.set_span_in_context(parent)
+        self._token = otel_context.attach(context)
+        self._scope_token = _scope.set(self)
+        return self
 
     def __exit__(self, *exc: object) -> None:
+        _scope.reset(self._scope_token)
         otel_context.detach(self._token)
         ident = self._ident
         with _lock:
             depth = _threads.pop(ident, 1) - 1
             if depth:
                 _threads[ident] = depth
+
+    def holds(self) -> bool:
+        """Is this scope's context still the current one (no context an evaluator attached above it)?"""
+        return otel_context.get_current() is self._context
+
+
+_scope: ContextVar[evaluation_scope | None] = ContextVar("otel_agent_eval.evaluation_scope", default=None)
+_run: ContextVar[EvaluationRun | None] = ContextVar("otel_agent_eval.evaluation_run", default=None)
+
+
+class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_run(run):``
+    """Run an evaluator in an ``evaluation_scope`` (the current one when it still holds, else one
+    of its own), with ``run`` as the ``current_run``.
+
+    A class with plain code, not a generator: it is entered for every evaluator on
+    every trace.
+    """
+
+    __slots__ = ("_own", "_run", "_token")
+
+    def __init__(self, run: EvaluationRun) -> None:
+        self._run = run
+
+    def __enter__(self) -> None:
+        scope = _scope.get()
+        if scope is not None and scope.holds():
+            self._own = None
+        else:
+            self._own = evaluation_scope().__enter__()
+        self._token = _run.set(self._run)
+
+    def __exit__(self, *exc: object) -> None:
+        _run.reset(self._token)
+        if self._own is not None:
+            self._own.__exit__()
 
 
 def _after_fork_in_child() -> None:
@@ -108,5 +151,4 @@ def is_evaluator_telemetry(trace_id: int | None) -> bool:
 
 def current_run() -> EvaluationRun | None:
     """The evaluator run of the current context, if any."""
-    run = otel_context.get_value(_RUN_KEY)
-    return run if isinstance(run, EvaluationRun) else None
+    return _run.get()

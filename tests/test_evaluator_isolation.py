@@ -24,6 +24,7 @@ from typing import Any
 import openai
 import pytest
 from opentelemetry import trace as trace_api
+from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -371,3 +372,55 @@ def test_the_evaluation_trace_id_memory_is_bounded_and_threads_are_unmarked_afte
     assert len(isolation._trace_ids) == isolation.MAX_TRACE_IDS
     assert not is_evaluator_telemetry(seen[0]) and is_evaluator_telemetry(seen[-1])
     assert not trace_api.get_current_span().get_span_context().is_valid
+
+
+class _Observer(Evaluator):
+    """Records what it runs under: the current span and run, and whether the thread is marked."""
+
+    name = "observer"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[Any, bool, Any]] = []
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        span = trace_api.get_current_span()
+        self.seen.append((span.get_span_context(), span.is_recording(), isolation.current_run()))
+        assert is_evaluator_telemetry(None)
+        return [self.scored(trace, 1.0, "seen")]
+
+
+class _Leaky(Evaluator):
+    """Attaches a context with a recording span of its own and never detaches it."""
+
+    name = "leaky"
+
+    def __init__(self, provider: TracerProvider) -> None:
+        super().__init__()
+        self.tracer = provider.get_tracer("leaky")
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        span = self.tracer.start_span("leaked", context=Context())
+        otel_context.attach(trace_api.set_span_in_context(span))
+        return [self.scored(trace, 1.0, "leaked a context")]
+
+
+def test_one_scope_for_a_runs_evaluators_still_isolates_each_one() -> None:
+    """The pipeline's workers open one ``evaluation_scope`` for all the evaluators of a run: each
+    still runs under a non-recording, not-sampled parent, as its own run, on a marked thread, even
+    after an evaluator that left a recording span's context attached."""
+    provider = TracerProvider()
+    first, after_leak = _Observer(), _Observer()
+    trace = AgentTrace(trace_id="ab" * 16, agent_span_id="cd" * 8, agent_name="a")
+    before = otel_context.get_current()
+    with isolation.evaluation_scope():
+        for evaluator in (first, _Leaky(provider), after_leak):
+            results, failed = safe_evaluate(evaluator, trace)
+            assert not failed and results[0].label == "pass"
+    for observer in (first, after_leak):
+        (context, recording, run), = observer.seen
+        assert context.is_valid and not context.trace_flags.sampled and not recording
+        assert is_evaluator_telemetry(context.trace_id)
+        assert run == EvaluationRun("observer", "ab" * 16, "cd" * 8)
+    assert otel_context.get_current() is before
+    assert isolation.current_run() is None and not is_evaluator_telemetry(None)

@@ -111,7 +111,7 @@ class StepDraft:
             if by == "id" and call.call_id is not None and call.call_id in tool.tool_call_ids:
                 return call
             if by == "args" and call.name == tool.tool_name and (
-                tool.tool_arguments is None or canonical_json(call.arguments) == canonical_json(tool.tool_arguments)
+                tool.tool_arguments is None or call.canonical_arguments() == tool.canonical_arguments()
             ):
                 return call
             if by == "name" and call.name == tool.tool_name:
@@ -202,6 +202,15 @@ class CallDraft:
     span_id: str | None = None
     start_time_unix_nano: int | None = None
     end_time_unix_nano: int | None = None
+    _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def canonical_arguments(self) -> str:
+        """``canonical_json(arguments)``, encoded once while ``arguments`` is the same object: each tool
+        span without a call id compares its arguments with every open call of its name."""
+        cached = self._canonical
+        if cached is None or cached[0] is not self.arguments:
+            cached = self._canonical = (self.arguments, canonical_json(self.arguments))
+        return cached[1]
 
     def to_call(self) -> dict[str, Any]:
         return {
@@ -224,8 +233,8 @@ def total_usage(llms: list[Operation]) -> dict[str, int]:
     for llm in llms:
         usage = llm.usage
         if usage is not None:
-            input_tokens += usage.input_tokens
-            output_tokens += usage.output_tokens
+            input_tokens += usage[0]
+            output_tokens += usage[1]
     return {"input_tokens": input_tokens, "output_tokens": output_tokens}
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..evaluators.base import Evaluator, safe_evaluate
+from ..isolation import evaluation_scope
 from ..model import AgentTrace, EvalResult, EvaluatedTrace, Phase
 from ..sinks import Sink
 from .sampling import trace_id_sampled
@@ -239,6 +240,17 @@ class Stages:
                 self.idle.notify_all()
 
     def _run_job(self, worker: Worker, job: Job) -> None:
+        with evaluation_scope():  # one isolation context for the job's evaluators (``isolation.py``)
+            if not self._evaluate(worker, job):
+                return
+        with self.lock:
+            if worker.abandoned:
+                return  # shutdown gave up on this job and counted it
+            worker.job = None  # from here on the job is emitted, not lost
+        self._emit(job, worker.stage.phase)
+
+    def _evaluate(self, worker: Worker, job: Job) -> bool:
+        """Run the job's evaluators from ``job.next_index``; False when the worker was abandoned."""
         evaluators = worker.stage.evaluators
         while job.next_index < len(evaluators):
             index = job.next_index
@@ -246,23 +258,19 @@ class Stages:
             started = time.monotonic()
             with self.lock:
                 if worker.abandoned:
-                    return
+                    return False
                 worker.current = (job, index, started)
             results, failed = safe_evaluate(evaluator, job.trace)
             if failed:
                 self.stats.evaluator_errors.inc(evaluator.name, "exception")
             with self.lock:
                 if worker.abandoned:
-                    return  # the watchdog already reported a timeout for this evaluator
+                    return False  # the watchdog already reported a timeout for this evaluator
                 worker.current = None
                 job.results.extend(results)
                 job.durations[evaluator.name] = time.monotonic() - started
                 job.next_index = index + 1
-        with self.lock:
-            if worker.abandoned:
-                return  # shutdown gave up on this job and counted it
-            worker.job = None  # from here on the job is emitted, not lost
-        self._emit(job, worker.stage.phase)
+        return True
 
     def _emit(self, job: Job, phase: Phase) -> None:
         evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns(), phase)

@@ -13,7 +13,6 @@ from typing import Any
 
 from otel_agent_eval.assembly.dialects import semconv
 from otel_agent_eval.assembly.dialects.base import AGENT, LLM, TOOL, Operation, canonical_json, unwrap_tool_payload
-from otel_agent_eval.model import TokenUsage
 from otel_agent_eval.records import STATUS_ERROR, SpanRecord
 
 MS = 1_000_000
@@ -65,12 +64,12 @@ def test_semconv_extract_fills_only_what_is_still_empty() -> None:
     op = Operation(record=record, kind=LLM)
     semconv.extract(record, op)
     assert (op.model, op.provider, op.conversation_id, op.usage, op.error) == (
-        "m", "openai", "conv", TokenUsage(input_tokens=3, output_tokens=4), None)
+        "m", "openai", "conv", (3, 4), None)
     earlier = Operation(record=record, kind=LLM, model="x", provider="y", conversation_id="c",
-                        usage=TokenUsage(input_tokens=1), error="boom")
+                        usage=(1, 0), error="boom")
     semconv.extract(record, earlier)
     assert (earlier.model, earlier.provider, earlier.conversation_id, earlier.usage, earlier.error) == (
-        "x", "y", "c", TokenUsage(input_tokens=1), "boom")
+        "x", "y", "c", (1, 0), "boom")
 
 
 def test_semconv_extract_leaves_empty_values_unset() -> None:

@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model import TokenUsage
 from ...records import SpanRecord, clean
 
 AGENT = "agent"
@@ -97,15 +96,25 @@ class Operation:
     """The checkpoint namespace of the graph node task this span runs in (LangGraph
     ``langgraph_checkpoint_ns``): one ``node:task_id`` segment per graph level, joined by ``|``."""
     error: str | None = None
-    usage: TokenUsage | None = None
+    usage: tuple[int, int] | None = None
+    """(input, output) tokens (``usage_from``)."""
     tool_definitions: list[Any] | None = None
     issues: list[str] = field(default_factory=list)
 
     span_id: int = field(init=False, repr=False)
     """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
+    _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.span_id = self.record.span_id
+
+    def canonical_arguments(self) -> str:
+        """``canonical_json(tool_arguments)``, encoded once while ``tool_arguments`` is the same object
+        (a tool span without a call id is compared with the open calls of every candidate turn)."""
+        cached = self._canonical
+        if cached is None or cached[0] is not self.tool_arguments:
+            cached = self._canonical = (self.tool_arguments, canonical_json(self.tool_arguments))
+        return cached[1]
 
     @property
     def input_messages(self) -> list[Message] | None:
@@ -284,14 +293,22 @@ def indexed_fields(attrs: Mapping[str, Any], prefix: str, infix: str = ".") -> d
     """Flattened attributes ``{prefix}{index}{infix}{field}`` as ``{index: {field: value}}``, in key order.
 
     The keys are picked by one list comprehension (a span may carry a hundred: the whole history,
-    flattened), and split by ``str.partition``, not a regex match per key.
+    flattened), and split by ``str.partition``, not a regex match per key. A message's keys are
+    usually adjacent: its index is checked and converted once per run of keys, not once per key.
     """
     grouped: dict[int, dict[str, Any]] = {}
     skip = len(prefix)
+    last = None
+    fields: dict[str, Any] = {}
     for key in [key for key in attrs if key.startswith(prefix)]:
         index, found, field = key[skip:].partition(infix)
-        if found and field and index.isdecimal():
-            grouped.setdefault(int(index), {})[field] = attrs[key]
+        if found and field:
+            if index != last:
+                if not index.isdecimal():
+                    continue
+                last = index
+                fields = grouped.setdefault(int(index), {})
+            fields[field] = attrs[key]
     return grouped
 
 
@@ -319,14 +336,10 @@ def first_str(attrs: Any, *keys: str) -> str | None:
     return None
 
 
-def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> TokenUsage | None:
-    """Token usage from the first present key of each list; None when neither is there."""
-    counts = token_counts(attrs, input_keys, output_keys)
-    return None if counts is None else TokenUsage(input_tokens=counts[0], output_tokens=counts[1])
-
-
-def token_counts(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> tuple[int, int] | None:
-    """``usage_from`` as (input, output) counts, without making a model."""
+def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> tuple[int, int] | None:
+    """Token usage as (input, output) counts from the first present key of each list; None when
+    neither is there. Counts, not a ``TokenUsage``: a step's usage is their sum, made a model by
+    the one validation of the trace (a model per model call cost a validation each)."""
     input_tokens = output_tokens = None
     for key in input_keys:
         if key in attrs:

@@ -149,11 +149,17 @@ def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> 
 
 def _indexed_calls(fields: dict[str, Any], prefix: str, issues: list[str]) -> list[RequestedCall]:
     calls: dict[int, dict[str, Any]] = {}
+    last = None
+    call: dict[str, Any] = {}
     for key, value in fields.items():
         if key.startswith("tool_calls."):
             index, _, field = key[len("tool_calls.") :].partition(".")
-            if index.isdigit():
-                calls.setdefault(int(index), {})[field] = value
+            if index != last:  # a call's keys are usually adjacent: its index read once per run of them
+                if not index.isdigit():
+                    continue
+                last = index
+                call = calls.setdefault(int(index), {})
+            call[field] = value
     if "function_call.name" in fields:  # pre-tools OpenAI API
         calls.setdefault(len(calls), {}).update(
             name=fields["function_call.name"], arguments=fields.get("function_call.arguments")

@@ -88,8 +88,15 @@ def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
     issues = op.issues
     node, namespace = langgraph_task(attrs)
-    fill(op, conversation_id=first_str(attrs, "session.id"), error=span_error(record), graph_node=node,
-         graph_namespace=namespace)
+    # ``fill`` of four fields, spelled out: this runs on every span of this dialect
+    if op.conversation_id is None:
+        op.conversation_id = first_str(attrs, "session.id")
+    if op.error is None:
+        op.error = span_error(record) or None
+    if node and op.graph_node is None:
+        op.graph_node = node
+    if namespace and op.graph_namespace is None:
+        op.graph_namespace = namespace
     if op.kind == LLM:
         if op.input_known:
             fill(op, input_messages=_flattened(attrs, issues, "input").get("input"))

@@ -91,13 +91,13 @@ def extract(record: SpanRecord, op: Operation) -> None:
     if namespace and op.graph_namespace is None:
         op.graph_namespace = namespace
     name = first_str(attrs, "traceloop.entity.name")
-    entity_input = _payload(attrs, "traceloop.entity.input", issues)
-    raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # parsed once: _tool_output reads it too
-    entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
+    raw_input = _parsed(attrs, "traceloop.entity.input", issues)  # parsed whatever the kind: a malformed
+    raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # payload is an issue on any span
     if op.kind == TOOL:
-        fill(op, tool_name=name, tool_arguments=entity_input, tool_result=entity_output)
-        _tool_output(attrs, op, raw_output)
+        _extract_tool(attrs, op, name, raw_input, raw_output)
     elif op.kind == AGENT:
+        entity_input = None if raw_input is _ABSENT else unwrap_tool_payload(raw_input)
+        entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
         fill(op, agent_name=name)
         task = _state_text(entity_input, "user")
         if task is not None:
@@ -113,10 +113,37 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
 
 
-def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> None:
+def _extract_tool(attrs: Any, op: Operation, name: str | None, raw_input: object, raw_output: object) -> None:
+    """A tool span: ``fill(op, tool_name=..., tool_arguments=..., tool_result=...)`` spelled out (every
+    tool span of these instrumentations). The result: what a LangChain tool's output records
+    (``_tool_output``), which takes precedence; else the unwrapped entity output."""
+    if name and op.tool_name is None:
+        op.tool_name = name
+    if raw_input is not _ABSENT:
+        arguments = unwrap_tool_payload(raw_input)
+        if not _empty(arguments) and _empty_field(op.tool_arguments):
+            op.tool_arguments = arguments
+    if not _tool_output(attrs, op, raw_output) and raw_output is not _ABSENT:
+        result = unwrap_tool_payload(raw_output)
+        if not _empty(result) and _empty_field(op.tool_result):
+            op.tool_result = result
+
+
+def _empty(value: object) -> bool:
+    """What ``fill`` never sets."""
+    return value is None or value == [] or value == ""
+
+
+def _empty_field(value: object) -> bool:
+    """What ``fill`` overwrites."""
+    return value is None or value == []
+
+
+def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> bool:
     """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
-    the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module doc).
-    ``entity_output``: ``traceloop.entity.output`` as parsed already (``_ABSENT`` when not present)."""
+    the result, the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module
+    doc); False when the output is none of those. ``entity_output``: ``traceloop.entity.output`` as
+    parsed already (``_ABSENT`` when not present)."""
     for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
         if key == "traceloop.entity.output":
             if entity_output is _ABSENT:
@@ -131,7 +158,8 @@ def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> None:
             output = output.get("output")
         if tool_message(output) is not None or parent_command(output) is not None:
             op.tool_result = langchain_tool_output(op, output)
-            return
+            return True
+    return False
 
 
 def _state_text(value: object, role: str) -> str | None:
@@ -153,11 +181,6 @@ def _parsed(attrs: object, key: str, issues: list[str]) -> object:
     if not present(value):
         return _ABSENT
     return parse_json_value(value, key, issues)
-
-
-def _payload(attrs: object, key: str, issues: list[str]) -> object:
-    parsed = _parsed(attrs, key, issues)
-    return None if parsed is _ABSENT else unwrap_tool_payload(parsed)
 
 
 HANDOFF_KIND = "handoff"
