@@ -274,11 +274,12 @@ class Stages:
 
     def _emit(self, job: Job, phase: Phase) -> None:
         evaluated = EvaluatedTrace(job.trace, job.results, job.durations, job.started_ns, time.time_ns(), phase)
-        counts: LabelledCounts = self.stats.traces_evaluated if phase == "deterministic" else self.stats.traces_judged
-        counts.inc(*self.run_labels(job.trace))
         for sink in self.sinks:
             try:
                 sink.emit(evaluated)
             except Exception:
                 self.stats.sink_errors.inc(sink.name)
                 self.log_once(f"sink-{sink.name}", "otel-agent-eval: sink %s failed", sink.name)
+        # Counted once every sink has had the run: a reader who sees N evaluated sees their results.
+        counts: LabelledCounts = self.stats.traces_evaluated if phase == "deterministic" else self.stats.traces_judged
+        counts.inc(*self.run_labels(job.trace))

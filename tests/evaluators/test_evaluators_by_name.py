@@ -104,9 +104,12 @@ def test_serve_runs_user_evaluators_by_entry_point_and_module_class(tmp_path: Pa
     try:
         exporter = HttpSpanExporter(endpoint=f"{server.http_endpoint}/v1/traces", timeout=5)
         run_scenarios(exporter, SCENARIOS)
-        metrics = wait_for(lambda: (m := server.metrics()).sum("agent_eval_traces_evaluated_total") >= len(SCENARIOS) and m,
-                           30, "every scenario evaluated")
-        for name in ("tool_call_accuracy", "answers_in_french", "answer_length"):
+        names = ("tool_call_accuracy", "answers_in_french", "answer_length")
+        # The trace counter is incremented before the sinks record the results: wait for the results.
+        metrics = wait_for(lambda: (m := server.metrics()).sum("agent_eval_traces_evaluated_total") >= len(SCENARIOS)
+                           and all(m.sum("agent_eval_results_total", evaluator=n) >= len(SCENARIOS) for n in names) and m,
+                           30, "every scenario evaluated by every evaluator")
+        for name in names:
             assert metrics.sum("agent_eval_results_total", evaluator=name) == len(SCENARIOS), name
         assert metrics.sum("agent_eval_results_total", evaluator="answer_length", outcome="pass") > 0
     finally:
