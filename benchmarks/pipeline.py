@@ -49,7 +49,7 @@ from otel_agent_eval import assemble
 from otel_agent_eval.config import Settings
 from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
-from otel_agent_eval.evaluators.base import Evaluator, safe_evaluate
+from otel_agent_eval.evaluators.base import Evaluator, evaluate_run, safe_evaluate
 from otel_agent_eval.isolation import evaluation_scope
 from otel_agent_eval.pipeline.completion import flatten
 from otel_agent_eval.records import SpanEvent, SpanRecord
@@ -462,15 +462,8 @@ def process(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator])
     results = 0
     for records in traces:
         for agent_trace in flatten(assemble(records)):
-            results += evaluate_run(agent_trace, evaluators)
+            results += len(evaluate_run(evaluators, agent_trace))
     return results
-
-
-def evaluate_run(agent_trace: Any, evaluators: Sequence[Evaluator]) -> int:
-    """The evaluators on one agent run as the pipeline's workers run them: ``safe_evaluate`` each,
-    in one ``evaluation_scope`` (the isolation context). Returns the number of results."""
-    with evaluation_scope():
-        return sum(len(safe_evaluate(evaluator, agent_trace)[0]) for evaluator in evaluators)
 
 
 def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], rounds: int) -> dict[str, float]:
@@ -489,7 +482,7 @@ def phases(traces: Sequence[list[SpanRecord]], evaluators: Sequence[Evaluator], 
     def evaluate() -> None:
         for agent_traces in runs:
             for agent_trace in agent_traces:
-                evaluate_run(agent_trace, evaluators)
+                evaluate_run(evaluators, agent_trace)
 
     best = {}
     for name, phase in (("read", read), ("assemble", build), ("evaluate", evaluate)):

@@ -309,7 +309,7 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
     from otel_agent_eval.pipeline.buffer import FLUSH, TraceBuffer
     from otel_agent_eval.config import Settings
     from otel_agent_eval.evaluators import build_configured_evaluators
-    from otel_agent_eval.evaluators.base import safe_evaluate
+    from otel_agent_eval.evaluators.base import evaluate_run
     from otel_agent_eval.pipeline.completion import flatten, join_log_records
     from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf
     from otel_agent_eval.model import EvaluatedTrace
@@ -345,7 +345,7 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
             return True
 
     def evaluate(run: Any) -> list[Any]:
-        return [result for evaluator in evaluators for result in safe_evaluate(evaluator, run)[0]]
+        return evaluate_run(evaluators, run)  # as serve's workers do: one isolation scope per run
 
     def add(records: list[Any]) -> None:
         for r in records:

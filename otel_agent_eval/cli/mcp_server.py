@@ -30,7 +30,7 @@ from ..evaluators import (
     ToolExpectation,
     build_evaluators,
 )
-from ..evaluators.base import Evaluator, safe_evaluate
+from ..evaluators.base import Evaluator, evaluate_run
 from ..evaluators.registry import UnknownEvaluator, catalogue, resolve
 from ..model import AgentStep, AgentTrace, EvalResult, ToolCall
 
@@ -150,7 +150,7 @@ class EvaluatorCatalogue:
             evaluators = [e for name in names for e in resolve(name, allow_import=False, build_builtin=self.build)]
         except (ToolInputError, UnknownEvaluator) as exc:
             return {"error": str(exc)}
-        results = [r for evaluator in evaluators for r in safe_evaluate(evaluator, trace)[0]]
+        results = evaluate_run(evaluators, trace)
         return {"results": [r.model_dump(mode="json") for r in results]}
 
     def close(self) -> None:

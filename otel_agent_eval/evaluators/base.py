@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..isolation import EvaluationRun, evaluation_run
+from ..isolation import EvaluationRun, evaluation_run, evaluation_scope
 from ..model import AgentTrace, EvalResult, result_id
 
 if TYPE_CHECKING:
@@ -130,3 +130,11 @@ def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalRes
         return results, False
     except Exception as exc:
         return [evaluator.error(trace, f"{type(exc).__name__}: {exc}"[:500], "exception")], True
+
+
+
+def evaluate_run(evaluators: Sequence[Evaluator], trace: AgentTrace) -> list[EvalResult]:
+    """Every evaluator on one agent run, each through ``safe_evaluate``, in one ``evaluation_scope``
+    (entering the isolation context once per run, not once per evaluator, as the pipeline's workers do)."""
+    with evaluation_scope():
+        return [result for evaluator in evaluators for result in safe_evaluate(evaluator, trace)[0]]

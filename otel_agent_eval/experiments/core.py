@@ -32,7 +32,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..assembly import assemble
-from ..evaluators.base import Evaluator, safe_evaluate
+from ..evaluators.base import Evaluator, evaluate_run
 from ..evaluators.tool_calls import ToolExpectation
 from ..model import LABELS, EvalResult
 from ..pipeline.completion import flatten
@@ -249,8 +249,7 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
         run = run.model_copy(update={"metadata": {**run.metadata, CASE_ID_KEY: case.id}})
         if run.final_output is None and run.parent_step_index is None:
             run = run.model_copy(update={"final_output": _final_output(output)})
-        for evaluator in evaluators:
-            results.extend(safe_evaluate(evaluator, run)[0])
+        results.extend(evaluate_run(evaluators, run))
     return CaseResult(case.id, len(runs), results, output, task_error, seconds)
 
 
