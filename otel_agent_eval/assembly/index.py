@@ -2,7 +2,8 @@
 
 ``TraceIndex`` is what the core and the framework rules query: ``ops`` (span id -> operation,
 our own evaluation spans left out), ``ancestors`` (nearest first), ``nearest`` (the nearest
-ancestor operation of a kind, one walk per span, cached), ``top`` (the local root), and
+ancestor operation of a kind, from ``above``: where a span hangs, made once per span from its
+parent's and shared by siblings), ``top`` (the local root), and
 ``hints``: the ``Operation`` fields the rules are triggered by (``Rule.hint``) that some
 operation sets ("agent" when an operation is an agent), and ``kinds``. Rules that add or remove operations do it through ``add`` / ``remove``
 (``read_as`` reads a span again as the kind a rule found it to be),
@@ -30,7 +31,10 @@ class TraceIndex:
         self.hints: set[str] = set()
         """The rule hints (``HINT_FIELDS``) some operation sets, and "agent" when there is an agent."""
         self._ancestors: dict[int, list[int]] = {}
-        self._nearest: dict[int, dict[str, tuple[int, Operation]]] = {}
+        self._nearest: dict[int, Above] = {}
+        """``above`` of the spans placed so far; emptied when the operations change."""
+        self._below: dict[int, Above] = {}
+        """Span id -> the ``above`` its children share."""
         for span_id, record in records.items():
             if record.scope_name == OWN_SCOPE:
                 continue  # kept for ancestry only: our own evaluation spans are no agent
@@ -84,33 +88,106 @@ class TraceIndex:
         self._ancestors[span_id] = chain
         return chain
 
+    def above(self, span_id: int) -> Above:
+        """Where a span hangs: its depth, per kind the nearest ancestor operation (with its depth), its
+        local root. Made once per span, from its parent's: a span's ancestors are its parent's plus the
+        parent, so the children of one span share one ``Above`` and nothing walks up per span."""
+        placed = self._nearest
+        found = placed.get(span_id)
+        if found is None:
+            # ``_below`` is true while anything is placed: both are made together, and a change of the
+            # operations empties ``_nearest``.
+            found = self._below.get(self.records[span_id].parent_span_id) if placed else None  # type: ignore[arg-type]
+            if found is not None:
+                placed[span_id] = found  # the common case: a sibling placed already
+            else:
+                found = self._place(span_id)
+        return found
+
+    def _place(self, span_id: int) -> Above:
+        """``above`` of a span and of its ancestors not yet placed: up to a placed one or the root, then down."""
+        records = self.records
+        placed = self._nearest
+        below = self._below
+        if not placed:
+            below.clear()  # made for operations since changed
+        chain = [span_id]  # not yet placed, each the child of the next
+        while True:
+            parent = records[chain[-1]].parent_span_id
+            if parent is None or parent not in records:
+                top = chain.pop()
+                above = placed[top] = Above(0, NO_KINDS, top)
+                break
+            above = placed.get(parent)  # type: ignore[assignment]
+            if above is not None:
+                if above.walked:
+                    return self._place_by_walk(span_id)
+                break
+            if parent in chain:
+                return self._place_by_walk(span_id)
+            chain.append(parent)
+        holder = records[chain[-1]].parent_span_id if chain else None
+        for child in reversed(chain):  # ``above`` is the place of ``holder``, the parent of ``child``
+            shared = below.get(holder)  # type: ignore[arg-type]
+            if shared is None:
+                op = self.ops.get(holder)  # type: ignore[arg-type]
+                kinds = above.kinds
+                if op is not None:
+                    kinds = dict(kinds)
+                    kinds[op.kind] = (above.depth, op)  # type: ignore[index]
+                shared = below[holder] = Above(above.depth + 1, kinds, above.root)  # type: ignore[index]
+            above = placed[child] = shared
+            holder = child
+        return placed[span_id]
+
+    def _place_by_walk(self, span_id: int) -> Above:
+        """``above`` of a span in a parent cycle, or under one (no root above it), from ``ancestors``:
+        depths counted from the span (its ancestors' are negative); its children are placed the same way."""
+        kinds: dict[str, tuple[int, Operation]] = {}
+        chain = self.ancestors(span_id)
+        for distance, ancestor in enumerate(chain):
+            op = self.ops.get(ancestor)
+            if op is not None and op.kind not in kinds:
+                kinds[op.kind] = (-distance - 1, op)  # type: ignore[index]
+        found = self._nearest[span_id] = Above(0, kinds, chain[-1] if chain else span_id, walked=True)
+        return found
+
     def nearest(self, span_id: int, kind: str, stop: int | None = None) -> Operation | None:
         """The nearest ancestor operation of ``kind``; None when ``stop`` comes first."""
         if kind not in self.kinds:
             return None
-        above = self._nearest.get(span_id)
-        if above is None:
-            above = self._nearest_by_kind(span_id)
-        found = above.get(kind)
+        above = self.above(span_id)
+        found = above.kinds.get(kind)
         if found is None:
             return None
-        if stop is not None:
-            distance = found[0]  # ``ancestors`` is cached: ``_nearest_by_kind`` walked it
-            if stop in self._ancestors[span_id][: distance + 1]:
-                return None
+        if stop is not None and self.stopped(span_id, above, found[0], stop):
+            return None
         return found[1]
 
-    def _nearest_by_kind(self, span_id: int) -> dict[str, tuple[int, Operation]]:
-        """Per kind, the nearest ancestor operation and its position in ``ancestors``; one walk per span."""
-        cached: dict[str, tuple[int, Operation]] = {}
-        ops = self.ops
-        for distance, ancestor in enumerate(self.ancestors(span_id)):
-            op = ops.get(ancestor)
-            if op is not None and op.kind not in cached:
-                cached[op.kind] = (distance, op)
-        self._nearest[span_id] = cached
-        return cached
+    def stopped(self, span_id: int, above: Above, depth: int, stop: int) -> bool:
+        """Is ``stop`` an ancestor of the span at ``depth`` or nearer (between it and an operation at ``depth``)?"""
+        agent = above.kinds.get(AGENT)
+        if agent is not None and agent[1].span_id == stop:  # the common stop: the span's own agent
+            return agent[0] >= depth
+        return stop in self.ancestors(span_id)[: above.depth - depth]
 
     def top(self, span_id: int) -> SpanRecord:
-        chain = self.ancestors(span_id)
-        return self.records[chain[-1]] if chain else self.records[span_id]
+        return self.records[self.above(span_id).root]
+
+
+class Above:
+    """A span's place in the tree (``TraceIndex.above``)."""
+
+    __slots__ = ("depth", "kinds", "root", "walked")
+
+    def __init__(self, depth: int, kinds: dict[str, tuple[int, Operation]], root: int, walked: bool = False) -> None:
+        self.depth = depth
+        self.kinds = kinds
+        """Kind -> (depth, operation) of the nearest ancestor operation of that kind: shared, never changed."""
+        self.root = root
+        """The local root: the last of ``ancestors``, else the span itself."""
+        self.walked = walked
+        """Placed by ``_place_by_walk`` (depths counted from the span), not from its parent's place."""
+
+
+NO_KINDS: dict[str, tuple[int, Operation]] = {}
