@@ -53,6 +53,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from ..metadata import run_metadata
@@ -74,7 +75,12 @@ from .dialects.base import (
 from .index import TraceIndex
 from .rules import CLOCK_SKEW_NS, Scope
 from .steps import (
+    DRAFT_START,
+    END_TIME,
     MISSING,
+    START_ORDER,
+    START_TIME,
+    CallDraft,
     DraftIndex,
     StepDraft,
     backfill_call_ids,
@@ -84,6 +90,10 @@ from .steps import (
     refusal,
     start_order,
 )
+
+USAGE = itemgetter("usage")
+INPUT_TOKENS = itemgetter("input_tokens")
+OUTPUT_TOKENS = itemgetter("output_tokens")
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""
@@ -131,17 +141,19 @@ class TraceAssembly(TraceIndex):
         """Scope key of an agent started by a tool call -> that tool's span id (a rule says so)."""
 
     def run(self) -> list[AgentTrace]:
-        if not any(op.kind in (AGENT, LLM, TOOL) for op in self.ops.values()):
+        kinds = self.kinds
+        if AGENT not in kinds and LLM not in kinds and TOOL not in kinds:
             return []
         for rule in RULES:
             if rule.hint in self.hints:
                 rule.prepare(self)
         rules = [rule for rule in RULES if rule.hint in self.hints]  # a rule may have added hints
-        ordered = sorted(self.ops.values(), key=start_order)
+        ordered = sorted(self.ops.values(), key=START_ORDER)
         scopes: dict[int, Scope] = {}
-        for op in ordered:
-            if op.kind == AGENT:
-                scopes[op.span_id] = Scope(op.span_id, op, op.record)
+        if AGENT in kinds:
+            for op in ordered:
+                if op.kind == AGENT:
+                    scopes[op.span_id] = Scope(op.span_id, op, op.record)
         for scope in list(scopes.values()):  # ``scope_of`` may add an implicit scope
             parent_agent = self.nearest(scope.key, AGENT)
             if parent_agent is not None:
@@ -151,25 +163,32 @@ class TraceAssembly(TraceIndex):
         for rule in rules:
             rule.link(self, scopes)
 
+        # Where each call hangs: its agent, an enclosing call of its kind. The children of one span share
+        # one ``Above``: what it says is looked up once per parent, not once per call.
+        above_of = self.above
+        last = None
         for op in ordered:
-            if op.kind not in (LLM, TOOL, STEP):
+            kind = op.kind
+            if kind != LLM and kind != TOOL and kind != STEP:
                 continue
-            scope = self.scope_of(op, scopes)
-            if op.kind == STEP:
-                scope.steps.append(op)
-            elif op.kind == LLM:
-                outer = self.nearest(op.span_id, LLM, stop=scope.key)
-                if outer is not None:
-                    merge_stacked(outer, op)
-                    continue
-                scope.llms.append(op)
-            else:
-                outer = self.nearest(op.span_id, TOOL, stop=scope.key)
-                if outer is not None:  # a tool inside a tool is part of the outer tool's work
-                    if outer.tool_name in (None, op.tool_name):
-                        merge_stacked(outer, op)
-                    continue
-                scope.tools.append(op)
+            above = above_of(op.span_id)
+            if above is not last:
+                last = above
+                agent = above.kinds.get(AGENT)
+                scope = scopes[agent[1].span_id] if agent is not None else self.scope_of(op, scopes)
+                into = {LLM: scope.llms, TOOL: scope.tools, STEP: scope.steps}
+                outers = {}
+                for outer_kind in (LLM, TOOL):
+                    outer = above.kinds.get(outer_kind)
+                    if outer is not None and not self.stopped(op.span_id, above, outer[0], scope.key):
+                        outers[outer_kind] = outer[1]
+            outer = outers.get(kind)
+            if outer is None:
+                into[kind].append(op)
+            # Two instrumentations stacked on one model call; a tool inside a tool is part of the
+            # outer tool's work (merged when it is the same tool).
+            elif kind == LLM or outer.tool_name in (None, op.tool_name):
+                merge_stacked(outer, op)
         for rule in rules:
             rule.regroup(self, scopes)
         self._drop_containers(scopes)
@@ -262,8 +281,23 @@ class TraceAssembly(TraceIndex):
             drafts = [StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
         index = DraftIndex.of(drafts)
+        placed = self._nearest
+        by_call_id = index.by_call_id
         for tool in scope.tools:  # in start order, as ``run`` collected them
-            self._owner(tool, drafts, index).attach(tool)
+            call_ids = tool.tool_call_ids
+            if len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined: the open call of its id
+                above = (placed.get(tool.span_id) or self.above(tool.span_id)).kinds  # placed by ``run``
+                if STEP not in above and LLM not in above:
+                    for position, call in by_call_id.get(call_ids[0], ()):
+                        if call.requested and not call.executed:
+                            drafts[position].attach(tool, call)
+                            break
+                    else:
+                        call = None
+                    if call is not None:
+                        continue
+            draft, call = self._owner(tool, drafts, index)
+            draft.attach(tool, call)
         backfill_call_ids(drafts)
         self._backfill_results(scope, drafts)
         self._drafts[scope.key] = drafts
@@ -280,15 +314,13 @@ class TraceAssembly(TraceIndex):
         content_captured = any(op.has_content for op in scope.llms + scope.tools) or bool(agent and agent.has_content)
         steps = [draft.to_step(i) for i, draft in enumerate(drafts)]  # as dicts: validated below, with the trace
 
-        members = [op.record for op in scope.llms + scope.tools + scope.steps + scope.reruns]
-        start = min([root.start_time_unix_nano] + [r.start_time_unix_nano for r in members])
-        end = max([root.end_time_unix_nano] + [r.end_time_unix_nano for r in members])
+        members = (scope.llms, scope.tools, scope.steps, scope.reruns)
+        start = min(root.start_time_unix_nano, min(map(START_TIME, chain(*members)), default=root.start_time_unix_nano))
+        end = max(root.end_time_unix_nano, max(map(END_TIME, chain(*members)), default=root.end_time_unix_nano))
         error = next((run.error for run in [agent, *scope.reruns] if run.error), None) if agent else span_error(root)
         issues = list(agent.issues) if agent else []
-        usage = {"input_tokens": 0, "output_tokens": 0}
-        for step in steps:
-            usage["input_tokens"] += step["usage"]["input_tokens"]
-            usage["output_tokens"] += step["usage"]["output_tokens"]
+        usages = list(map(USAGE, steps))
+        usage = {"input_tokens": sum(map(INPUT_TOKENS, usages)), "output_tokens": sum(map(OUTPUT_TOKENS, usages))}
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
@@ -324,7 +356,6 @@ class TraceAssembly(TraceIndex):
         agent first; then any later model call in the trace (a handoff target's first
         call), there only where the echoed request names the same tool.
         """
-        own = {op.span_id for op in scope.llms}
         others: list[Operation] | None = None
         for index, draft in enumerate(drafts):
             for call in draft.calls:
@@ -342,6 +373,7 @@ class TraceAssembly(TraceIndex):
                         break
                 if found is MISSING:
                     if others is None:  # inputs are parsed below, only for the model calls after the draft
+                        own = {op.span_id for op in scope.llms}
                         others = sorted(
                             (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own),
                             key=lambda o: o.record.start_time_unix_nano,
@@ -357,6 +389,8 @@ class TraceAssembly(TraceIndex):
 
     def _drafts_of(self, scope: Scope) -> list[StepDraft]:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
+        if not scope.steps:
+            return sorted([StepDraft.from_llm(llm) for llm in scope.llms], key=DRAFT_START)
         by_step: dict[int, list[Operation]] = {step.span_id: [] for step in scope.steps}
         loose: list[Operation] = []
         for llm in scope.llms:  # a step span not of this scope: above a merged run (``absorb``)
@@ -372,19 +406,24 @@ class TraceAssembly(TraceIndex):
             for step in scope.steps
             if by_step[step.span_id]
         ]
-        return sorted(drafts, key=lambda d: d.start)
+        return sorted(drafts, key=DRAFT_START)
 
-    def _owner(self, tool: Operation, drafts: list[StepDraft], index: DraftIndex) -> StepDraft:
-        step = self.nearest(tool.span_id, STEP)
-        if step is not None and step.span_id in index.by_step:
-            return index.by_step[step.span_id]
-        llm = self.nearest(tool.span_id, LLM)
-        if llm is not None and llm.span_id in index.by_llm:
-            return index.by_llm[llm.span_id]
-        if tool.tool_call_ids:
-            first = index.first_open(tool.tool_call_ids)
+    def _owner(
+        self, tool: Operation, drafts: list[StepDraft], index: DraftIndex
+    ) -> tuple[StepDraft, CallDraft | None]:
+        """The draft a tool span goes to, and the call it fulfils there when that is known already."""
+        above = (self._nearest.get(tool.span_id) or self.above(tool.span_id)).kinds  # placed by ``run``
+        step = above.get(STEP)
+        if step is not None and step[1].span_id in index.by_step:
+            return index.by_step[step[1].span_id], None
+        llm = above.get(LLM)
+        if llm is not None and llm[1].span_id in index.by_llm:
+            return index.by_llm[llm[1].span_id], None
+        call_ids = tool.tool_call_ids
+        if call_ids:
+            first = index.first_open(call_ids)
             if first is not None:
-                return drafts[first]
+                return drafts[first[0]], first[1] if len(call_ids) == 1 else None
         # Drafts are in start order: the ones that started before the tool are a prefix. The
         # latest of them with a matching open call wins, else the latest of them (no turn asked
         # for it: a model call whose output was not recorded); a turn that started after the
@@ -397,9 +436,10 @@ class TraceAssembly(TraceIndex):
         skewed = bisect_right(index.starts, start + CLOCK_SKEW_NS)
         by = "handoff" if tool.handoff_to else "args"
         for draft in chain(reversed(drafts[:before]), drafts[before:skewed]):
-            if draft.open_call(tool, by=by) is not None:
-                return draft
-        return drafts[(before or skewed or 1) - 1]
+            call = draft.open_call(tool, by=by)
+            if call is not None:
+                return draft, call if by == "args" else None  # ``attach`` asks by arguments before a handoff
+        return drafts[(before or skewed or 1) - 1], None
 
 
 def _agent_name(agent: Operation | None, root: SpanRecord, scope: Scope) -> str:

@@ -193,6 +193,8 @@ class StackedAgents(Rule):
     _FIELDS = ("conversation_id", "input_messages", "output_messages", "error", "tool_definitions")
 
     def prepare(self, assembly: Any) -> None:
+        if assembly.kinds.get(AGENT, 0) < 2:
+            return  # the common case: one agent span
         pairs = []
         for op in assembly.ops.values():
             if op.kind == AGENT and op.agent_name:

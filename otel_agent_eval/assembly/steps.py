@@ -3,8 +3,7 @@ model call echoes for them. What ``core.TraceAssembly`` builds an agent's steps 
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ..model import AgentStep, AgentTrace, step_texts
@@ -21,78 +20,144 @@ def start_order(op: Operation) -> tuple[int, int]:
     return op.record.start_time_unix_nano, op.record.span_id
 
 
-@dataclass
+START_ORDER = attrgetter("record.start_time_unix_nano", "record.span_id")
+"""``start_order`` as a sort key made in C."""
+DRAFT_START = attrgetter("start")
+START_TIME = attrgetter("record.start_time_unix_nano")
+END_TIME = attrgetter("record.end_time_unix_nano")
+
+
 class DraftIndex:
     """Look-ups from a tool span to its draft, so that a long run costs no scan of every draft per tool."""
 
-    by_step: dict[int, StepDraft]
-    """Step span id -> the (first) draft of that step."""
-    by_llm: dict[int, StepDraft]
-    """LLM span id -> the (first) draft holding it."""
-    by_call_id: dict[str, list[tuple[int, CallDraft]]]
-    """Requested call id -> (draft position, call), in draft order."""
-    starts: list[int]
-    """Draft start times, ascending like the drafts."""
+    def __init__(self, drafts: list[StepDraft]) -> None:
+        self.drafts = drafts
+        self.by_call_id: dict[str, list[tuple[int, CallDraft]]] = {}
+        """Requested call id -> (draft position, call), in draft order."""
+        self.starts = [d.start for d in drafts]
+        """Draft start times, ascending like the drafts."""
+        self._by_step: dict[int, StepDraft] | None = None
+        self._by_llm: dict[int, StepDraft] | None = None
+        by_call_id = self.by_call_id
+        for position, draft in enumerate(drafts):
+            for call in draft.calls:
+                call_id = call.call_id
+                if call_id is not None:
+                    if call_id in by_call_id:
+                        by_call_id[call_id].append((position, call))
+                    else:
+                        by_call_id[call_id] = [(position, call)]
 
     @classmethod
     def of(cls, drafts: list[StepDraft]) -> DraftIndex:
-        index = cls({}, {}, defaultdict(list), [d.start for d in drafts])
-        for position, draft in enumerate(drafts):
-            if draft.step is not None:
-                index.by_step.setdefault(draft.step.span_id, draft)
-            for llm in draft.llms:
-                index.by_llm.setdefault(llm.span_id, draft)
-            for call in draft.calls:
-                if call.call_id is not None:
-                    index.by_call_id[call.call_id].append((position, call))
-        return index
+        return cls(drafts)
 
-    def first_open(self, call_ids: list[str]) -> int | None:
-        """Position of the first draft with a requested call, not yet executed, of one of ``call_ids``."""
-        first: int | None = None
+    @property
+    def by_step(self) -> dict[int, StepDraft]:
+        """Step span id -> the (first) draft of that step (made when a tool span under a step asks)."""
+        if self._by_step is None:
+            self._by_step = {}
+            for draft in self.drafts:
+                if draft.step is not None:
+                    self._by_step.setdefault(draft.step.span_id, draft)
+        return self._by_step
+
+    @property
+    def by_llm(self) -> dict[int, StepDraft]:
+        """LLM span id -> the (first) draft holding it (made when a tool span under a model call asks)."""
+        if self._by_llm is None:
+            self._by_llm = {}
+            for draft in self.drafts:
+                for llm in draft.llms:
+                    self._by_llm.setdefault(llm.span_id, draft)
+        return self._by_llm
+
+    def first_open(self, call_ids: list[str]) -> tuple[int, CallDraft] | None:
+        """The first draft (its position) with a requested call, not yet executed, of one of ``call_ids``, and
+        that call (the one a tool span of a single call id fulfils there)."""
+        first: tuple[int, CallDraft] | None = None
         for call_id in call_ids:
             for position, call in self.by_call_id.get(call_id, ()):
                 if call.requested and not call.executed:
-                    if first is None or position < first:
-                        first = position
+                    if first is None or position < first[0]:
+                        first = position, call
                     break
         return first
 
 
-@dataclass
 class StepDraft:
-    start: int
-    llm: Operation | None = None
-    """The model call whose text the step reports (the last successful one)."""
-    llms: list[Operation] = field(default_factory=list)
-    step: Operation | None = None
-    calls: list[CallDraft] = field(default_factory=list)
-    tool_span_ids: list[int] = field(default_factory=list)
-    tool_span_hexes: list[str] = field(default_factory=list)
-    """``tool_span_ids`` as the step reports them (each formatted once)."""
-    calls_in_text: bool = False
-    """The model's response has text and requests no structured tool call: tools run for it were
-    asked for in that text (ReAct, code agents)."""
-    issues: list[str] = field(default_factory=list)
-    """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
-    (read then: a model call's input is parsed when first needed, and its issues come with it)."""
+    """One step while assembly fills it in: its model calls, the calls they requested, the tool spans run."""
+
+    __slots__ = (
+        "calls",
+        "calls_in_text",
+        "issues",
+        "llm",
+        "llms",
+        "start",
+        "step",
+        "text",
+        "tool_span_hexes",
+        "tool_span_ids",
+    )
+
+    def __init__(self, start: int, llm: Operation | None = None, llms: list[Operation] | None = None,
+                 step: Operation | None = None) -> None:
+        self.start = start
+        self.llm = llm
+        """The model call whose text the step reports (the last successful one)."""
+        self.llms: list[Operation] = llms if llms is not None else []
+        self.step = step
+        self.calls: list[CallDraft] = []
+        self.tool_span_ids: list[int] = []
+        self.tool_span_hexes: list[str] = []
+        """``tool_span_ids`` as the step reports them (each formatted once)."""
+        self.calls_in_text = False
+        """The model's response has text and requests no structured tool call: tools run for it were
+        asked for in that text (ReAct, code agents)."""
+        self.issues: list[str] = []
+        """Issues met while assembling; ``to_step`` puts the step's and model calls' own issues first
+        (read then: a model call's input is parsed when first needed, and its issues come with it)."""
+        self.text: str | None = None
+        """``llm``'s output text, read once."""
 
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
-        return cls.from_step(None, [llm])
+        """``from_step(None, [llm])``: the step of a model call with no step span (the common case)."""
+        draft = cls(llm.record.start_time_unix_nano, llm, [llm])
+        calls = draft.calls
+        seen: set[str] | None = None
+        for message in llm.output_messages or ():
+            for call in message.tool_calls:
+                call_id = call.call_id
+                if call_id is not None:
+                    if seen is None:
+                        seen = {call_id}
+                    elif call_id in seen:
+                        continue
+                    else:
+                        seen.add(call_id)
+                calls.append(CallDraft(call.name, call.arguments, call_id))
+        draft.text = text = llm.output_text()
+        draft.calls_in_text = not calls and bool(text)
+        return draft
 
     @classmethod
     def from_step(cls, step: Operation | None, llms: list[Operation]) -> StepDraft:
         """A step from its step span (if any) and the model calls in it, in start order."""
-        llms = sorted(llms, key=start_order) if len(llms) > 1 else list(llms)
+        if len(llms) > 1:
+            llms = sorted(llms, key=start_order)
+            ok = [llm for llm in llms if llm.error is None]
+            llm: Operation | None = (ok or llms)[-1]
+        else:
+            llms = list(llms)
+            llm = llms[0] if llms else None
         start = step.record.start_time_unix_nano if step else llms[0].record.start_time_unix_nano
-        draft = cls(start=start, llms=llms, step=step)
-        ok = [llm for llm in llms if llm.error is None]
-        draft.llm = (ok or llms or [None])[-1]
+        draft = cls(start, llm, llms, step)
         calls = draft.calls
         seen: set[str] = set()
-        for llm in llms:
-            for message in llm.output_messages or ():  # ``requested_calls()``, without the list
+        for one in llms:
+            for message in one.output_messages or ():  # ``requested_calls()``, without the list
                 for call in message.tool_calls:
                     call_id = call.call_id
                     if call_id is not None:
@@ -100,7 +165,9 @@ class StepDraft:
                             continue
                         seen.add(call_id)
                     calls.append(CallDraft(call.name, call.arguments, call_id))
-        draft.calls_in_text = not calls and draft.llm is not None and bool(draft.llm.output_text())
+        if llm is not None:
+            draft.text = text = llm.output_text()
+            draft.calls_in_text = not calls and bool(text)
         return draft
 
     def open_call(self, tool: Operation, by: str) -> CallDraft | None:
@@ -124,9 +191,12 @@ class StepDraft:
                 return open_calls[0]
         return None
 
-    def attach(self, tool: Operation) -> None:
+    def attach(self, tool: Operation, call: CallDraft | None = None) -> None:
+        """Place a tool span on this step: on the open call it fulfils (``call`` when the caller found it
+        already), else as a call of its own."""
         call = (
-            (tool.tool_call_ids and self.open_call(tool, "id"))
+            call
+            or (tool.tool_call_ids and self.open_call(tool, "id"))
             or self.open_call(tool, "args")
             or self.open_call(tool, "name")
             or self.open_call(tool, "handoff")
@@ -139,43 +209,55 @@ class StepDraft:
             if not in_text:
                 self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
             self.calls.append(call)
+        record = tool.record
         call.executed = True
-        call.span_id = span_id_hex(tool.span_id)
-        self.tool_span_hexes.append(call.span_id)
-        call.start_time_unix_nano = tool.record.start_time_unix_nano
-        call.end_time_unix_nano = tool.record.end_time_unix_nano
-        if tool.tool_arguments is not None and not (
+        call.span_id = span_hex = "%016x" % tool.span_id  # noqa: UP031 (``span_id_hex``, inlined)
+        self.tool_span_hexes.append(span_hex)
+        call.start_time_unix_nano = record.start_time_unix_nano
+        call.end_time_unix_nano = record.end_time_unix_nano
+        arguments = tool.tool_arguments
+        if arguments is not None and not (
             # a tool span that recorded only the bare value of a single argument (OpenInference
             # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
-            isinstance(call.arguments, dict) and not isinstance(tool.tool_arguments, (dict, list))
+            isinstance(call.arguments, dict) and not isinstance(arguments, (dict, list))
         ):
-            call.arguments = tool.tool_arguments
+            call.arguments = arguments
         if call.call_id is None and tool.tool_call_ids:
             call.call_id = tool.tool_call_ids[-1]
         call.result = tool.tool_result
         call.error = tool.error
         self.tool_span_ids.append(tool.span_id)
-        self.issues.extend(tool.issues)
+        if tool.issues:
+            self.issues.extend(tool.issues)
 
     def to_step(self, index: int) -> dict[str, Any]:
         """The ``AgentStep`` fields."""
         llm = self.llm
-        thought, output = step_texts(
-            llm.output_text() if llm else None, llm.reasoning_text() if llm else None, bool(self.calls)
-        )
-        span_ids = [span_id_hex(self.step.span_id)] if self.step else []
-        span_ids += [span_id_hex(o.span_id) for o in self.llms]
-        span_ids += self.tool_span_hexes
+        calls = self.calls
+        step = self.step
+        llms = self.llms
+        if step is None and len(llms) == 1:  # ``span_id_hex``, inlined: once per span
+            span_ids = ["%016x" % llms[0].span_id, *self.tool_span_hexes]  # noqa: UP031
+        else:
+            span_ids = ["%016x" % step.span_id] if step else []  # noqa: UP031
+            span_ids += ["%016x" % o.span_id for o in llms]  # noqa: UP031
+            span_ids += self.tool_span_hexes
+        if llm is None:
+            thought = output = model = error = None
+        else:
+            thought, output = step_texts(self.text, llm.reasoning_text(), bool(calls))
+            model, error = llm.model, llm.error
         return {
             "index": index,
             "thought": thought,
             "output": output,
-            "tool_calls": [call.to_call() for call in self.calls],
-            "model": llm.model if llm else None,
-            "usage": total_usage(self.llms),
+            "tool_calls": list(map(CallDraft.to_call, calls)),
+            "model": model,
+            "usage": total_usage(llms),
             "span_ids": span_ids,
-            "error": llm.error if llm else None,
-            "issues": self.span_issues() + self.issues,
+            "error": error,
+            "issues": (llm.issues + self.issues if step is None and len(llms) == 1 else  # type: ignore[union-attr]
+                       self.span_issues() + self.issues),
         }
 
     def span_issues(self) -> list[str]:
@@ -188,13 +270,12 @@ class StepDraft:
         return issues
 
 
-@dataclass(slots=True)
 class CallDraft:
-    """A tool call while assembly fills it in; ``to_call`` gives the ``ToolCall`` fields."""
+    """A tool call while assembly fills it in; ``to_call`` gives the ``ToolCall`` fields.
 
-    name: str
-    arguments: Any = None
-    call_id: str | None = None
+    What most calls keep (not executed, no result yet...) is a class default: a call is made with
+    the three fields the model's request states, and ``attach`` sets the rest."""
+
     requested: bool = True
     executed: bool = False
     result: Any = None
@@ -202,7 +283,14 @@ class CallDraft:
     span_id: str | None = None
     start_time_unix_nano: int | None = None
     end_time_unix_nano: int | None = None
-    _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
+    _canonical: tuple[Any, str] | None = None
+
+    def __init__(self, name: str, arguments: Any = None, call_id: str | None = None, requested: bool = True) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.call_id = call_id
+        if not requested:
+            self.requested = False
 
     def canonical_arguments(self) -> str:
         """``canonical_json(arguments)``, encoded once while ``arguments`` is the same object: each tool
@@ -229,6 +317,10 @@ class CallDraft:
 
 def total_usage(llms: list[Operation]) -> dict[str, int]:
     """The ``TokenUsage`` fields of the model calls' summed usage (``sum`` would make an object per addition)."""
+    if len(llms) == 1:
+        usage = llms[0].usage
+        if usage is not None:
+            return {"input_tokens": usage[0], "output_tokens": usage[1]}
     input_tokens = output_tokens = 0
     for llm in llms:
         usage = llm.usage

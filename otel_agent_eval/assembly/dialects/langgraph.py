@@ -227,9 +227,13 @@ class TurnNodes(Rule):
         answers by itself, and keeps its scope; so does a nested graph (a whole run).
         """
         ops = assembly.ops
-        agents = [op for op in ops.values() if op.kind == AGENT]
-        with_tools = {ops[t.record.parent_span_id].span_id for t in ops.values()
-                      if t.kind == TOOL and t.record.parent_span_id in ops}
+        agents: list[Operation] = []
+        with_tools: set[int | None] = set()  # parents of tool spans
+        for op in ops.values():
+            if op.kind == TOOL:
+                with_tools.add(op.record.parent_span_id)
+            elif op.kind == AGENT:
+                agents.append(op)
         if all(agent.span_id in with_tools for agent in agents):
             return  # the common case: every agent runs a tool of its own
         held: dict[int, dict[str, list[Operation]]] = {a.span_id: {LLM: [], TOOL: [], AGENT: []} for a in agents}
