@@ -73,7 +73,7 @@ from .dialects.base import (
     span_error,
 )
 from .index import TraceIndex
-from .rules import CLOCK_SKEW_NS, Scope
+from .rules import CLOCK_SKEW_NS, Rule, Scope
 from .steps import (
     DRAFT_START,
     END_TIME,
@@ -90,6 +90,10 @@ from .steps import (
     refusal,
     start_order,
 )
+
+LINKING = tuple(rule for rule in RULES if type(rule).link is not Rule.link)
+REGROUPING = tuple(rule for rule in RULES if type(rule).regroup is not Rule.regroup)
+"""The rules with a hook of that kind (the others' does nothing), in ``RULES`` order."""
 
 USAGE = itemgetter("usage")
 INPUT_TOKENS = itemgetter("input_tokens")
@@ -147,7 +151,9 @@ class TraceAssembly(TraceIndex):
         for rule in RULES:
             if rule.hint in self.hints:
                 rule.prepare(self)
-        rules = [rule for rule in RULES if rule.hint in self.hints]  # a rule may have added hints
+        hints = self.hints  # a rule may have added hints
+        links = [rule for rule in LINKING if rule.hint in hints]
+        regroups = [rule for rule in REGROUPING if rule.hint in hints]
         ordered = sorted(self.ops.values(), key=START_ORDER)
         scopes: dict[int, Scope] = {}
         if AGENT in kinds:
@@ -160,7 +166,7 @@ class TraceAssembly(TraceIndex):
                 scope.move_under(scopes[parent_agent.span_id])
             elif scope.key in self.nested_runs and self.top(scope.key).span_id != scope.key:
                 scope.move_under(self.scope_of(scope.agent, scopes))  # the run around it
-        for rule in rules:
+        for rule in links:
             rule.link(self, scopes)
 
         # Where each call hangs: its agent, an enclosing call of its kind. The children of one span share
@@ -189,7 +195,7 @@ class TraceAssembly(TraceIndex):
             # outer tool's work (merged when it is the same tool).
             elif kind == LLM or outer.tool_name in (None, op.tool_name):
                 merge_stacked(outer, op)
-        for rule in rules:
+        for rule in regroups:
             rule.regroup(self, scopes)
         self._drop_containers(scopes)
 

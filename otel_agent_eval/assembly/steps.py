@@ -12,6 +12,8 @@ from .dialects.base import (
     Message,
     Operation,
     canonical_json,
+    output_text,
+    reasoning_text,
 )
 
 
@@ -138,7 +140,7 @@ class StepDraft:
                     else:
                         seen.add(call_id)
                 calls.append(CallDraft(call.name, call.arguments, call_id))
-        draft.text = text = llm.output_text()
+        draft.text = text = output_text(llm.output_messages)
         draft.calls_in_text = not calls and bool(text)
         return draft
 
@@ -166,7 +168,7 @@ class StepDraft:
                         seen.add(call_id)
                     calls.append(CallDraft(call.name, call.arguments, call_id))
         if llm is not None:
-            draft.text = text = llm.output_text()
+            draft.text = text = output_text(llm.output_messages)
             draft.calls_in_text = not calls and bool(text)
         return draft
 
@@ -245,13 +247,24 @@ class StepDraft:
         if llm is None:
             thought = output = model = error = None
         else:
-            thought, output = step_texts(self.text, llm.reasoning_text(), bool(calls))
+            thought, output = step_texts(self.text, reasoning_text(llm.output_messages), bool(calls))
             model, error = llm.model, llm.error
         return {
             "index": index,
             "thought": thought,
             "output": output,
-            "tool_calls": list(map(CallDraft.to_call, calls)),
+            "tool_calls": [{  # the ``ToolCall`` fields
+                "name": call.name,
+                "arguments": call.arguments,
+                "result": call.result,
+                "error": call.error,
+                "call_id": call.call_id,
+                "span_id": call.span_id,
+                "start_time_unix_nano": call.start_time_unix_nano,
+                "end_time_unix_nano": call.end_time_unix_nano,
+                "requested": call.requested,
+                "executed": call.executed,
+            } for call in calls],
             "model": model,
             "usage": total_usage(llms),
             "span_ids": span_ids,
@@ -271,7 +284,7 @@ class StepDraft:
 
 
 class CallDraft:
-    """A tool call while assembly fills it in; ``to_call`` gives the ``ToolCall`` fields.
+    """A tool call while assembly fills it in (``StepDraft.to_step`` gives the ``ToolCall`` fields).
 
     What most calls keep (not executed, no result yet...) is a class default: a call is made with
     the three fields the model's request states, and ``attach`` sets the rest."""
@@ -299,20 +312,6 @@ class CallDraft:
         if cached is None or cached[0] is not self.arguments:
             cached = self._canonical = (self.arguments, canonical_json(self.arguments))
         return cached[1]
-
-    def to_call(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "arguments": self.arguments,
-            "result": self.result,
-            "error": self.error,
-            "call_id": self.call_id,
-            "span_id": self.span_id,
-            "start_time_unix_nano": self.start_time_unix_nano,
-            "end_time_unix_nano": self.end_time_unix_nano,
-            "requested": self.requested,
-            "executed": self.executed,
-        }
 
 
 def total_usage(llms: list[Operation]) -> dict[str, int]:
