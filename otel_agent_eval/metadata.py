@@ -47,6 +47,10 @@ CONTENT_PREFIXES = (
 )
 """Span attribute keys (and key prefixes, for flattened ``llm.input_messages.0.message.content``)
 holding message content: never metadata."""
+_CONTENT_KEYS: dict[str, bool] = {}
+"""Attribute key -> is it content (``CONTENT_PREFIXES``): an instrumentation writes the same keys on
+every agent span, and one look-up is cheaper than comparing each key with every prefix."""
+MAX_CONTENT_KEYS = 4_096
 MAX_VALUE_CHARS = 1024
 """Longer string attributes are content under a key we do not know (a prompt, a document): left out."""
 
@@ -103,7 +107,12 @@ def run_metadata(resource: Mapping[str, Any], agent_attributes: Mapping[str, Any
                     continue
             elif kind is not int and kind is not float and kind is not bool:
                 continue
-            if key.startswith(CONTENT_PREFIXES):
+            content = _CONTENT_KEYS.get(key)
+            if content is None:
+                content = key.startswith(CONTENT_PREFIXES)
+                if len(_CONTENT_KEYS) < MAX_CONTENT_KEYS:
+                    _CONTENT_KEYS[key] = content
+            if content:
                 continue
             metadata[key] = value
     metadata.update(resource)

@@ -172,12 +172,16 @@ class TraceAssembly(TraceIndex):
         # Where each call hangs: its agent, an enclosing call of its kind. The children of one span share
         # one ``Above``: what it says is looked up once per parent, not once per call.
         above_of = self.above
+        placed, shared = self._nearest, self._below
         last = None
         for op in ordered:
             kind = op.kind
             if kind != LLM and kind != TOOL and kind != STEP:
                 continue
-            above = above_of(op.span_id)
+            # ``above``'s common case inlined: a sibling placed already (see ``TraceIndex.above``)
+            above = placed.get(op.span_id) or (shared.get(op.record.parent_span_id) if placed else None)
+            if above is None:
+                above = above_of(op.span_id)
             if above is not last:
                 last = above
                 agent = above.kinds.get(AGENT)
@@ -317,7 +321,7 @@ class TraceAssembly(TraceIndex):
         first_llm = drafts[0].llm if drafts and drafts[0].llm else None
         # Read before the steps are made: these may parse a model call's input, whose issues the step reports.
         task = _task_input(io, first_llm)
-        content_captured = any(op.has_content for op in scope.llms + scope.tools) or bool(agent and agent.has_content)
+        content_captured = any(op.has_content for op in chain(scope.llms, scope.tools)) or bool(agent and agent.has_content)
         steps = [draft.to_step(i) for i, draft in enumerate(drafts)]  # as dicts: validated below, with the trace
 
         members = (scope.llms, scope.tools, scope.steps, scope.reruns)
