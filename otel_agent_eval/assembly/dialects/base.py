@@ -20,8 +20,10 @@ OTHER = "other"
 MAX_JSON_CHARS = 1_000_000
 """Attribute strings longer than this are not parsed as JSON (kept raw, with an issue)."""
 
-_DECODER = json.JSONDecoder()
-"""``raw_decode`` skips ``json.loads``' per-call wrapper work (most attribute values are small)."""
+_SCAN = json.JSONDecoder().scan_once
+"""``JSONDecoder.raw_decode`` without its Python frame (``json.loads``' per-call wrapper work skipped
+too): most attribute values are small, and every span has some. Raises ``StopIteration`` where
+``raw_decode`` raises ``JSONDecodeError``."""
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 """``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per call."""
 
@@ -35,7 +37,7 @@ class RequestedCall:
     call_id: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
     role: str
     texts: list[str] = field(default_factory=list)
@@ -48,12 +50,27 @@ class Message:
     finish_reason: str | None = None
     """As recorded (semconv output messages): ``""`` marks a streamed chunk in some instrumentations."""
 
+    def __init__(
+        self, role: str, texts: list[str] | None = None, reasoning: list[str] | None = None,
+        tool_calls: list[RequestedCall] | None = None, tool_results: list[tuple[str | None, Any]] | None = None,
+        refused: list[str] | None = None, finish_reason: str | None = None,
+    ) -> None:
+        # Written out: the generated ``__init__`` of five ``default_factory`` lists costs a third more,
+        # and a model call's messages are made for every span read.
+        self.role = role
+        self.texts = [] if texts is None else texts
+        self.reasoning = [] if reasoning is None else reasoning
+        self.tool_calls = [] if tool_calls is None else tool_calls
+        self.tool_results = [] if tool_results is None else tool_results
+        self.refused = [] if refused is None else refused
+        self.finish_reason = finish_reason
+
     @property
     def text(self) -> str | None:
         return "\n".join(self.texts) if self.texts else None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Operation:
     """One span read as a GenAI operation. Fields stay None when unknown.
 
@@ -105,8 +122,44 @@ class Operation:
     """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
     _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self.span_id = self.record.span_id
+    def __init__(
+        self, record: SpanRecord, kind: str | None = None, agent_name: str | None = None,
+        conversation_id: str | None = None, model: str | None = None, provider: str | None = None,
+        output_messages: list[Message] | None = None, tool_name: str | None = None,
+        tool_call_ids: list[str] | None = None, tool_arguments: Any = None, tool_result: Any = None,
+        handoff_to: str | None = None, transfer_argument: str | None = None, agent_turn: bool = False,
+        node_id: str | None = None, parent_node_id: str | None = None, graph_node: str | None = None,
+        graph_namespace: str | None = None, error: str | None = None, usage: tuple[int, int] | None = None,
+        tool_definitions: list[Any] | None = None, issues: list[str] | None = None,
+    ) -> None:
+        # Written out (the fields above, in order): one is made for every span read, and the
+        # generated ``__init__`` with its ``default_factory`` lists and ``__post_init__`` costs a fifth more.
+        self.record = record
+        self.kind = kind
+        self.agent_name = agent_name
+        self.conversation_id = conversation_id
+        self.model = model
+        self.provider = provider
+        self._input_messages = None
+        self._pending_input = None
+        self.output_messages = output_messages
+        self.tool_name = tool_name
+        self.tool_call_ids = [] if tool_call_ids is None else tool_call_ids
+        self.tool_arguments = tool_arguments
+        self.tool_result = tool_result
+        self.handoff_to = handoff_to
+        self.transfer_argument = transfer_argument
+        self.agent_turn = agent_turn
+        self.node_id = node_id
+        self.parent_node_id = parent_node_id
+        self.graph_node = graph_node
+        self.graph_namespace = graph_namespace
+        self.error = error
+        self.usage = usage
+        self.tool_definitions = tool_definitions
+        self.issues = [] if issues is None else issues
+        self.span_id = record.span_id
+        self._canonical = None
 
     def canonical_arguments(self) -> str:
         """``canonical_json(tool_arguments)``, encoded once while ``tool_arguments`` is the same object
@@ -223,23 +276,28 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
     text = value.strip()
     if not text or text[0] not in "[{\"0123456789-tfn":
         return value
-    return _decode(value, text, attribute, issues)
+    if len(text) > MAX_JSON_CHARS:
+        return _kept_raw(value, text, attribute, issues)
+    try:
+        parsed, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return _kept_raw(value, text, attribute, issues)
+    if end != len(text):  # trailing data
+        return _kept_raw(value, text, attribute, issues)
+    # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
+    return clean(parsed) if "\\u" in text and ("\\ud" in text or "\\uD" in text) else parsed
 
 
-def _decode(value: str, text: str, attribute: str, issues: list[str]) -> Any:
-    """``text`` (``value`` stripped, starting like JSON) decoded, else ``value`` with an issue."""
+def _kept_raw(value: str, text: str, attribute: str, issues: list[str]) -> str:
+    """``value``, with the issue that keeps it raw: too long, or what ``json.loads(text)`` raises."""
     if len(text) > MAX_JSON_CHARS:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
     try:
-        parsed, end = _DECODER.raw_decode(text)
-        if end != len(text):  # trailing data: json.loads raises the error to report
-            parsed = json.loads(text)
-        # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
-        return clean(parsed) if "\\u" in text and ("\\ud" in text or "\\uD" in text) else parsed
+        json.loads(text)
     except (ValueError, RecursionError) as exc:
         issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
-        return value
+    return value
 
 
 def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
@@ -248,8 +306,7 @@ def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
     Plain text such as ``3 results`` stays text instead of being reported as malformed JSON.
     """
     if isinstance(value, str):
-        text = value.strip()
-        return _decode(value, text, attribute, issues) if text[:1] in ("[", "{") else value
+        return parse_json_value(value, attribute, issues) if value.strip()[:1] in ("[", "{") else value
     return plain(value)
 
 
@@ -322,16 +379,20 @@ def fill(op: Operation, **fields: Any) -> None:
             setattr(op, name, value)
 
 
+NOT_SPECIFIED = "<not specified>"
+"""What some instrumentations (ADK) write for a value they do not know: absent."""
+
+
 def present(value: Any) -> bool:
     """False for the placeholders instrumentations write when they know nothing."""
-    return value is not None and value != "" and value != "<not specified>"
+    return value is not None and value != "" and value != NOT_SPECIFIED
 
 
 def first_str(attrs: Any, *keys: str) -> str | None:
     """The first present attribute among ``keys``, as a string."""
     for key in keys:
         value = attrs.get(key)
-        if value is not None and value != "" and value != "<not specified>":  # present(), inlined: a hot path
+        if value is not None and value != "" and value != NOT_SPECIFIED:  # present(), inlined: a hot path
             return value if isinstance(value, str) else str(value)
     return None
 
@@ -343,11 +404,11 @@ def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, 
     input_tokens = output_tokens = None
     for key in input_keys:
         if key in attrs:
-            input_tokens = as_int(attrs[key])
+            input_tokens = value if type(value := attrs[key]) is int else as_int(value)
             break
     for key in output_keys:
         if key in attrs:
-            output_tokens = as_int(attrs[key])
+            output_tokens = value if type(value := attrs[key]) is int else as_int(value)
             break
     if input_tokens is None and output_tokens is None:
         return None
@@ -405,7 +466,7 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
     return None
 
 
-_WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
+WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
 """Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
 
 
@@ -418,7 +479,7 @@ def unwrap_tool_payload(value: Any) -> Any:
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
     ``value`` is plain already (as ``parse_json_value`` and ``maybe_json`` return it).
     """
-    if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
+    if not isinstance(value, dict) or WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
     message = tool_message(value)
     if message is not None:
