@@ -325,10 +325,6 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
             content = part.get("content")
             if content is not None:
                 texts.append(content if isinstance(content, str) else str(content))
-        elif kind in ("reasoning", "thinking"):
-            content = part.get("content")
-            if content:
-                message.reasoning.append(str(content))
         elif kind == "tool_call":
             name = part.get("name")
             if not name:
@@ -343,6 +339,10 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
         elif kind == "tool_call_response":
             result = part["response"] if "response" in part else part.get("result")
             message.tool_results.append((_last_call_id(part.get("id")), result))
+        elif kind in ("reasoning", "thinking"):
+            content = part.get("content")
+            if content:
+                message.reasoning.append(str(content))
     return message
 
 
