@@ -10,7 +10,8 @@ needs. Every dialect module has:
   reads, and optionally ``DETECT_SCOPES`` / ``DETECT_NAMES`` (instrumentation scope / span name
   prefixes) and ``DETECT_EVENTS`` (span event names). A span is offered only to the dialects
   whose signals it carries (one set intersection against a key -> dialects map), which confirm
-  with ``detect``;
+  with ``detect``; ``CONFIRM_KEYS`` (optional): keys whose presence alone is a ``detect`` (a span
+  that has one is not asked again);
 * ``kind(record)``: the kind the dialect states explicitly (an operation name, a
   span-kind attribute, a known span name), ``OTHER`` when it states that the
   span is no part of a step (embeddings, a task chain), else None; ``guess_kind(record)``
@@ -29,6 +30,10 @@ used. Then every detected dialect's ``extract`` runs in ``DIALECTS`` order, the
 more structured source first (semconv parts JSON, then vendor JSON, then
 flattened/indexed keys, then free-form strings), and fills only what the earlier
 ones left empty (see ``base.fill``). Unparseable values become ``op.issues``.
+
+How a span is read fast: the spans of one kind carry the same detect keys, so the plan of a key
+set (``_Plan``, cached) knows its dialects, which of them the keys confirm, and the ``Reading`` of
+that set of dialects: its hooks looked up once, one call each when the set has one dialect.
 """
 
 from __future__ import annotations
@@ -83,9 +88,9 @@ _ORDER = {dialect: position for position, dialect in enumerate(DIALECTS)}
 
 
 class Reading:
-    """How a span that carries a given set of dialects is read: their hooks, in ``DIALECTS`` order,
-    looked up once per set (``hasattr`` and membership tests are not repeated per span), and one
-    call each where the set has one dialect (the usual case)."""
+    """How a span that carries a given set of dialects is read (``read_operation``): their hooks, in
+    ``DIALECTS`` order, looked up once per set (``hasattr`` and membership tests are not repeated per
+    span), and one call each where the set has one dialect (the usual case)."""
 
     __slots__ = ("dialects", "kind", "other_kinds", "ignores", "extract", "finish")
 
@@ -97,29 +102,6 @@ class Reading:
         self.ignores = _any(tuple(d.ignores for d in dialects if d in IGNORING))
         self.extract = _each(tuple(d.extract for d in dialects))
         self.finish = _each(tuple(d.finish for d in dialects if d in FINISHING))
-
-    def read(self, record: SpanRecord) -> Operation | None:
-        """``read_operation`` for a span that carries exactly ``dialects`` (see the module doc)."""
-        kind = self.kind(record)
-        if kind is None:
-            for kind_of in self.other_kinds:
-                kind = kind_of(record)
-                if kind is not None:
-                    break
-            else:
-                return None
-        if kind == OTHER or (self.ignores is not None and self.ignores(record)):
-            return None
-        op = Operation(record, kind)
-        self.extract(record, op)
-        if self.finish is not None:
-            self.finish(op)
-        if kind == TOOL:
-            if op.error is None and (record.status_code == STATUS_ERROR or record.events):
-                op.error = tool_error(record)  # whatever the dialect: ERROR status or an exception event
-        elif kind == AGENT and not op.agent_name:
-            op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
-        return op
 
 
 def _each(functions: tuple[Callable[..., Any], ...]) -> Callable[..., None] | None:
@@ -235,7 +217,29 @@ def read_operation(record: SpanRecord) -> Operation | None:
         reading = _reading_of(_found(record, plan))
     else:
         reading = plan.reading
-    return None if reading is None else reading.read(record)
+    if reading is None:
+        return None
+    # The reading (see the module doc), one call per hook.
+    kind = reading.kind(record)
+    if kind is None:
+        for kind_of in reading.other_kinds:
+            kind = kind_of(record)
+            if kind is not None:
+                break
+        else:
+            return None
+    if kind == OTHER or (reading.ignores is not None and reading.ignores(record)):
+        return None
+    op = Operation(record, kind)
+    reading.extract(record, op)
+    if reading.finish is not None:
+        reading.finish(op)
+    if kind == TOOL:
+        if op.error is None and (record.status_code == STATUS_ERROR or record.events):
+            op.error = tool_error(record)  # whatever the dialect: ERROR status or an exception event
+    elif kind == AGENT and not op.agent_name:
+        op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
+    return op
 
 
 __all__ = [
