@@ -122,44 +122,17 @@ class Operation:
     """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
     _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __init__(
-        self, record: SpanRecord, kind: str | None = None, agent_name: str | None = None,
-        conversation_id: str | None = None, model: str | None = None, provider: str | None = None,
-        output_messages: list[Message] | None = None, tool_name: str | None = None,
-        tool_call_ids: list[str] | None = None, tool_arguments: Any = None, tool_result: Any = None,
-        handoff_to: str | None = None, transfer_argument: str | None = None, agent_turn: bool = False,
-        node_id: str | None = None, parent_node_id: str | None = None, graph_node: str | None = None,
-        graph_namespace: str | None = None, error: str | None = None, usage: tuple[int, int] | None = None,
-        tool_definitions: list[Any] | None = None, issues: list[str] | None = None,
-    ) -> None:
-        # Written out (the fields above, in order): one is made for every span read, and the
-        # generated ``__init__`` with its ``default_factory`` lists and ``__post_init__`` costs a fifth more.
-        self.record = record
-        self.kind = kind
-        self.agent_name = agent_name
-        self.conversation_id = conversation_id
-        self.model = model
-        self.provider = provider
-        self._input_messages = None
-        self._pending_input = None
-        self.output_messages = output_messages
-        self.tool_name = tool_name
-        self.tool_call_ids = [] if tool_call_ids is None else tool_call_ids
-        self.tool_arguments = tool_arguments
-        self.tool_result = tool_result
-        self.handoff_to = handoff_to
-        self.transfer_argument = transfer_argument
-        self.agent_turn = agent_turn
-        self.node_id = node_id
-        self.parent_node_id = parent_node_id
-        self.graph_node = graph_node
-        self.graph_namespace = graph_namespace
-        self.error = error
-        self.usage = usage
-        self.tool_definitions = tool_definitions
-        self.issues = [] if issues is None else issues
-        self.span_id = record.span_id
-        self._canonical = None
+    def __init__(self, record: SpanRecord, kind: str | None = None, **fields: Any) -> None:
+        """``fields``: any of the fields above by name. Written out: one is made for every span read, and
+        the generated ``__init__`` (its ``default_factory`` lists, ``__post_init__``) costs a fifth more."""
+        self.record, self.kind, self.span_id, self.agent_turn = record, kind, record.span_id, False
+        self.tool_call_ids, self.issues = [], []
+        self.agent_name = self.conversation_id = self.model = self.provider = self.output_messages = None
+        self.tool_name = self.tool_arguments = self.tool_result = self.handoff_to = self.transfer_argument = None
+        self.node_id = self.parent_node_id = self.graph_node = self.graph_namespace = self.error = None
+        self.usage = self.tool_definitions = self._input_messages = self._pending_input = self._canonical = None
+        for name, value in fields.items():
+            setattr(self, name, value)
 
     def canonical_arguments(self) -> str:
         """``canonical_json(tool_arguments)``, encoded once while ``tool_arguments`` is the same object
