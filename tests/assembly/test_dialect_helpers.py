@@ -3,17 +3,24 @@
 * ``canonical_json``: the text of ``json.dumps(sort_keys=True, separators=(",", ":"), default=str)``,
   and ``repr`` for what JSON cannot encode (cycles included);
 * ``unwrap_tool_payload``: a dict without any wrapper key is returned as it is, every wrapper is stripped;
-* semconv ``extract`` fills only empty fields (as ``fill`` does) and leaves empty values unset.
+* semconv ``extract`` fills only empty fields (as ``fill`` does) and leaves empty values unset, and reads
+  the first present string of its keys as ``first_str`` does;
+* ``parse_json_value`` decodes as ``json.loads`` does and reports what it raises;
+* ``Operation``'s written-out ``__init__`` matches its fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 from typing import Any
 
 from otel_agent_eval.assembly.dialects import semconv
-from otel_agent_eval.assembly.dialects.base import AGENT, LLM, TOOL, Operation, canonical_json, unwrap_tool_payload
-from otel_agent_eval.records import STATUS_ERROR, SpanRecord
+from otel_agent_eval.assembly.dialects.base import (
+    AGENT, LLM, TOOL, Operation, canonical_json, first_str, maybe_json, parse_json_value, unwrap_tool_payload,
+)
+from otel_agent_eval.records import STATUS_ERROR, SpanRecord, clean
 
 MS = 1_000_000
 
@@ -85,3 +92,61 @@ def test_semconv_extract_leaves_empty_values_unset() -> None:
     tool = Operation(record=failed, kind=TOOL, tool_call_ids=["earlier"])
     semconv.extract(failed, tool)
     assert (tool.tool_name, tool.tool_call_ids, tool.error) == ("t", ["earlier"], "timeout")
+
+
+PLACEHOLDERS: tuple[Any, ...] = (None, "", "<not specified>", 7, "x")
+"""Values a string attribute may hold: absent, empty, the placeholder, not a string, a string."""
+
+
+def test_semconv_reads_the_first_present_string_of_its_keys_as_first_str_does() -> None:
+    """The spelled-out look-ups of ``semconv.extract`` (model, provider, tool name) == ``first_str``."""
+    pairs = {"model": semconv.MODEL_KEYS, "provider": semconv.PROVIDER_KEYS, "tool_name": ("gen_ai.tool.name",)}
+    for field_name, keys in pairs.items():
+        for values in itertools.product(PLACEHOLDERS, repeat=len(keys)):
+            attributes = {"gen_ai.operation.name": "execute_tool"}
+            attributes.update({key: value for key, value in zip(keys, values) if value is not None})
+            record = span(2, "execute_tool t", 0, 1, None, **attributes)
+            op = Operation(record, TOOL)
+            semconv.extract(record, op)
+            assert getattr(op, field_name) == first_str(attributes, *keys), (field_name, values)
+
+
+def test_parse_json_value_decodes_as_json_loads_and_keeps_the_rest_raw_with_its_error() -> None:
+    """The decoder's fast path (``scan_once``) gives what ``json.loads`` gives, and the same issue on failure."""
+    values = ['{"a": [1, 2.5, null, true]}', ' [1, 2] ', '"text"', "12", "-1.5e3", "true", "null", "[1] [2]", "{1: 2}",
+              '{"a": 1', "[" * 100_000 + "]" * 100_000, "tomorrow", "nope", '"\\ud83d"', '{"k": "\\uD83D\\uDE00"}',
+              "{ }", "[]"]
+    for value in values:
+        issues: list[str] = []
+        got = parse_json_value(value, "attr", issues)
+        try:
+            expected, expected_issues = json.loads(value.strip()), []
+        except (ValueError, RecursionError) as exc:
+            expected = value
+            expected_issues = [f"attr: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw"]
+        if value.strip()[:1] not in "[{\"0123456789-tfn":
+            expected, expected_issues = value, []
+        assert (got, issues) == (clean(expected), expected_issues), value
+    assert maybe_json(" 3 results", "attr", []) == " 3 results"
+    issues = []
+    assert maybe_json('[1, 2]  ', "attr", issues) == [1, 2] and not issues
+
+
+def test_operation_takes_every_field_as_the_dataclass_declares_it() -> None:
+    """``Operation.__init__`` is written out (a hot path): every slot gets its declared default, and
+    every init field can be given by name."""
+    record = span(2, "x", 0, 1)
+    op = Operation(record)
+    for f in dataclasses.fields(Operation):
+        value = getattr(op, f.name)  # every slot is set
+        if f.name == "span_id":
+            assert value == record.span_id
+        elif f.default_factory is not dataclasses.MISSING:
+            assert value == f.default_factory()
+        elif f.name != "record":
+            assert value == f.default, f.name
+    for f in dataclasses.fields(Operation):
+        if f.init and f.name not in ("record", "kind"):
+            assert getattr(Operation(record, TOOL, **{f.name: ["v"]}), f.name) == ["v"], f.name
+    assert Operation(record=record, kind=TOOL).kind == TOOL
+    assert Operation(record).tool_call_ids is not Operation(record).tool_call_ids

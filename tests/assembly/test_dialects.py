@@ -517,9 +517,16 @@ def test_dispatch_finds_what_asking_every_dialect_finds() -> None:
         record(events=(SpanEvent("gen_ai.choice", 0, {}),)), record(events=(SpanEvent("exception", 0, {}),)),
         record(**{"openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "llm.request.type": "chat"}),
         record(name="ai.streamText", scope="pydantic-ai", **{"traceloop.span.kind": "tool"}),
+        record(**{"gen_ai.system": "gcp.vertex.agent", "gen_ai.operation.name": "chat"}),
+        record(**{"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}),
+        record(**{"gen_ai.system": "openai", "final_result": "r", "gen_ai.agent.name": "a"}),
     ]
     for r in records:
         assert detected(r) == [d for d in DIALECTS if d.detect(r)], (r.name, r.scope_name, dict(r.attributes))
+    for dialect in DIALECTS:  # a key that confirms a dialect without asking it is one its ``detect`` accepts alone
+        assert set(getattr(dialect, "CONFIRM_KEYS", ())) <= set(dialect.DETECT_KEYS), dialect.__name__
+        for key in getattr(dialect, "CONFIRM_KEYS", ()):
+            assert dialect.detect(record(**{key: "v"})), (dialect.__name__, key)
 
 
 def oi_tool(arguments: object, parameters: object = None, output: object = None) -> SpanRecord:
@@ -577,3 +584,57 @@ def test_openinference_prepare_span_is_no_model_call_and_react_answers_split() -
         "llm.output_messages.0.message.content": "Thought: I know.\nAnswer: Sunny."})
     op = read_operation(react)
     assert (op.output_text(), op.reasoning_text()) == ("Sunny.", "I know.")
+
+
+def _read_as_defined(record: SpanRecord) -> Any:
+    """``read_operation`` as the ``dialects`` module doc defines it: every detected dialect asked in turn."""
+    from otel_agent_eval.assembly.dialects import AGENT_NAME_PREFIXES
+    from otel_agent_eval.assembly.dialects.base import AGENT, OTHER, TOOL, Operation, span_name_subject, tool_error
+
+    found = [d for d in DIALECTS if d.detect(record)]
+    kind = next((k for d in found if (k := d.kind(record)) is not None), None)
+    if kind is None:
+        kind = next((k for d in found if hasattr(d, "guess_kind") and (k := d.guess_kind(record)) is not None), None)
+    if kind is None or kind == OTHER or any(hasattr(d, "ignores") and d.ignores(record) for d in found):
+        return None
+    op = Operation(record=record, kind=kind)
+    for dialect in found:
+        dialect.extract(record, op)
+    for dialect in found:
+        if hasattr(dialect, "finish"):
+            dialect.finish(op)
+    if op.kind == TOOL and op.error is None:
+        op.error = tool_error(record)
+    if op.kind == AGENT and not op.agent_name:
+        op.agent_name = span_name_subject(record.name, *AGENT_NAME_PREFIXES)
+    return op
+
+
+def _fields(op: Any) -> Any:
+    if op is None:
+        return None
+    inputs = op.input_messages  # parsed (with its issues) before the fields are compared
+    return {f.name: getattr(op, f.name) for f in dataclasses.fields(op) if not f.name.startswith("_")} | {"in": inputs}
+
+
+def test_read_operation_reads_every_span_as_the_dialects_define_it() -> None:
+    """Dispatch by key set (one ``Reading`` per set of dialects, confirmed keys not asked again) reads
+    every span of every scenario, and of every scenario with malformed JSON, as asking each dialect in
+    turn does: the same kind, fields, messages and issues."""
+    scenarios = [build() for build in SCENARIO_BY_DIALECT.values()]
+    scenarios += [corrupt(spans, garbage)[0] for spans in list(scenarios) for garbage in ("{not json", "")]
+    adk = {"gen_ai.operation.name": "execute_tool", "gen_ai.system": "gcp.vertex.agent"}
+    swarm_input = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Context:\nUser Request: go"}]}])
+    scenarios.append([  # ``ignores`` and ``finish``
+        SpanRecord(trace_id=1, span_id=i, parent_span_id=None, name=name, start_time_unix_nano=0, end_time_unix_nano=1,
+                   attributes=attributes, scope_name=scope)
+        for i, (name, scope, attributes) in enumerate([
+            ("execute_tool (merged)", "gcp.vertex.agent", {**adk, "gen_ai.tool.name": "(merged)"}),
+            ("execute_tool transfer_to_agent", "", {**adk, "gen_ai.tool.name": "transfer_to_agent"}),
+            ("invoke_agent", "strands.telemetry.tracer", {"gen_ai.operation.name": "invoke_agent",
+             "gen_ai.provider.name": "strands-agents", "gen_ai.input.messages": swarm_input}),
+        ])
+    ])
+    for spans in scenarios:
+        for record in spans:
+            assert _fields(read_operation(record)) == _fields(_read_as_defined(record)), (record.name, dict(record.attributes))

@@ -39,6 +39,7 @@ from .base import (
     LLM,
     TOOL,
     WORKFLOW,
+    NOT_SPECIFIED,
     Message,
     Operation,
     RequestedCall,
@@ -54,10 +55,10 @@ from .base import (
 MARKERS = ("gcp.vertex.agent.llm_request",)
 
 SYSTEM = "gcp.vertex.agent"
-DETECT_KEYS = ("gcp.vertex.agent.llm_request", "gcp.vertex.agent.tool_call_args", "gen_ai.system")
+CONFIRM_KEYS = ("gcp.vertex.agent.llm_request", "gcp.vertex.agent.tool_call_args")
+DETECT_KEYS = (*CONFIRM_KEYS, "gen_ai.system")
 DETECT_SCOPES = (SYSTEM,)
 MERGED_TOOLS_SPAN = "execute_tool (merged)"
-NOT_SPECIFIED = "<not specified>"
 OTHER_AGENT_PREFIX = "For context:"
 """How ADK's relay of another agent's turns starts (``flows/llm_flows/context/_fencing.py``)."""
 OTHER_AGENT = "other_agent"

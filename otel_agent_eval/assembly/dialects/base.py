@@ -20,8 +20,10 @@ OTHER = "other"
 MAX_JSON_CHARS = 1_000_000
 """Attribute strings longer than this are not parsed as JSON (kept raw, with an issue)."""
 
-_DECODER = json.JSONDecoder()
-"""``raw_decode`` skips ``json.loads``' per-call wrapper work (most attribute values are small)."""
+_SCAN = json.JSONDecoder().scan_once
+"""``JSONDecoder.raw_decode`` without its Python frame (``json.loads``' per-call wrapper work skipped
+too): most attribute values are small, and every span has some. Raises ``StopIteration`` where
+``raw_decode`` raises ``JSONDecodeError``."""
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 """``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per call."""
 _C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
@@ -37,7 +39,7 @@ class RequestedCall:
     call_id: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
     role: str
     texts: list[str] = field(default_factory=list)
@@ -50,12 +52,27 @@ class Message:
     finish_reason: str | None = None
     """As recorded (semconv output messages): ``""`` marks a streamed chunk in some instrumentations."""
 
+    def __init__(
+        self, role: str, texts: list[str] | None = None, reasoning: list[str] | None = None,
+        tool_calls: list[RequestedCall] | None = None, tool_results: list[tuple[str | None, Any]] | None = None,
+        refused: list[str] | None = None, finish_reason: str | None = None,
+    ) -> None:
+        # Written out: the generated ``__init__`` of five ``default_factory`` lists costs a third more,
+        # and a model call's messages are made for every span read.
+        self.role = role
+        self.texts = [] if texts is None else texts
+        self.reasoning = [] if reasoning is None else reasoning
+        self.tool_calls = [] if tool_calls is None else tool_calls
+        self.tool_results = [] if tool_results is None else tool_results
+        self.refused = [] if refused is None else refused
+        self.finish_reason = finish_reason
+
     @property
     def text(self) -> str | None:
         return "\n".join(self.texts) if self.texts else None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Operation:
     """One span read as a GenAI operation. Fields stay None when unknown.
 
@@ -107,8 +124,17 @@ class Operation:
     """``record.span_id``: read for every look-up assembly makes, an attribute rather than a property."""
     _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self.span_id = self.record.span_id
+    def __init__(self, record: SpanRecord, kind: str | None = None, **fields: Any) -> None:
+        """``fields``: any of the fields above by name. Written out: one is made for every span read, and
+        the generated ``__init__`` (its ``default_factory`` lists, ``__post_init__``) costs a fifth more."""
+        self.record, self.kind, self.span_id, self.agent_turn = record, kind, record.span_id, False
+        self.tool_call_ids, self.issues = [], []
+        self.agent_name = self.conversation_id = self.model = self.provider = self.output_messages = None
+        self.tool_name = self.tool_arguments = self.tool_result = self.handoff_to = self.transfer_argument = None
+        self.node_id = self.parent_node_id = self.graph_node = self.graph_namespace = self.error = None
+        self.usage = self.tool_definitions = self._input_messages = self._pending_input = self._canonical = None
+        for name, value in fields.items():
+            setattr(self, name, value)
 
     def canonical_arguments(self) -> str:
         """``canonical_json(tool_arguments)``, encoded once while ``tool_arguments`` is the same object
@@ -225,23 +251,28 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
     text = value.strip()
     if not text or text[0] not in "[{\"0123456789-tfn":
         return value
-    return _decode(value, text, attribute, issues)
+    if len(text) > MAX_JSON_CHARS:
+        return _kept_raw(value, text, attribute, issues)
+    try:
+        parsed, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return _kept_raw(value, text, attribute, issues)
+    if end != len(text):  # trailing data
+        return _kept_raw(value, text, attribute, issues)
+    # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
+    return clean(parsed) if "\\u" in text and ("\\ud" in text or "\\uD" in text) else parsed
 
 
-def _decode(value: str, text: str, attribute: str, issues: list[str]) -> Any:
-    """``text`` (``value`` stripped, starting like JSON) decoded, else ``value`` with an issue."""
+def _kept_raw(value: str, text: str, attribute: str, issues: list[str]) -> str:
+    """``value``, with the issue that keeps it raw: too long, or what ``json.loads(text)`` raises."""
     if len(text) > MAX_JSON_CHARS:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
     try:
-        parsed, end = _DECODER.raw_decode(text)
-        if end != len(text):  # trailing data: json.loads raises the error to report
-            parsed = json.loads(text)
-        # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
-        return clean(parsed) if "\\u" in text and ("\\ud" in text or "\\uD" in text) else parsed
+        json.loads(text)
     except (ValueError, RecursionError) as exc:
         issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
-        return value
+    return value
 
 
 def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
@@ -250,8 +281,7 @@ def maybe_json(value: Any, attribute: str, issues: list[str]) -> Any:
     Plain text such as ``3 results`` stays text instead of being reported as malformed JSON.
     """
     if isinstance(value, str):
-        text = value.strip()
-        return _decode(value, text, attribute, issues) if text[:1] in ("[", "{") else value
+        return parse_json_value(value, attribute, issues) if value.strip()[:1] in ("[", "{") else value
     return plain(value)
 
 
@@ -326,16 +356,20 @@ def fill(op: Operation, **fields: Any) -> None:
             setattr(op, name, value)
 
 
+NOT_SPECIFIED = "<not specified>"
+"""What some instrumentations (ADK) write for a value they do not know: absent."""
+
+
 def present(value: Any) -> bool:
     """False for the placeholders instrumentations write when they know nothing."""
-    return value is not None and value != "" and value != "<not specified>"
+    return value is not None and value != "" and value != NOT_SPECIFIED
 
 
 def first_str(attrs: Any, *keys: str) -> str | None:
     """The first present attribute among ``keys``, as a string."""
     for key in keys:
         value = attrs.get(key)
-        if value is not None and value != "" and value != "<not specified>":  # present(), inlined: a hot path
+        if value is not None and value != "" and value != NOT_SPECIFIED:  # present(), inlined: a hot path
             return value if isinstance(value, str) else str(value)
     return None
 
@@ -347,11 +381,11 @@ def usage_from(attrs: Any, input_keys: tuple[str, ...], output_keys: tuple[str, 
     input_tokens = output_tokens = None
     for key in input_keys:
         if key in attrs:
-            input_tokens = as_int(attrs[key])
+            input_tokens = value if type(value := attrs[key]) is int else as_int(value)
             break
     for key in output_keys:
         if key in attrs:
-            output_tokens = as_int(attrs[key])
+            output_tokens = value if type(value := attrs[key]) is int else as_int(value)
             break
     if input_tokens is None and output_tokens is None:
         return None
@@ -409,7 +443,7 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
     return None
 
 
-_WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
+WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
 """Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
 
 
@@ -422,7 +456,7 @@ def unwrap_tool_payload(value: Any) -> Any:
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
     ``value`` is plain already (as ``parse_json_value`` and ``maybe_json`` return it).
     """
-    if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
+    if not isinstance(value, dict) or WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
     message = tool_message(value)
     if message is not None:

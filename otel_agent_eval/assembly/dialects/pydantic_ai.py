@@ -15,7 +15,8 @@ from ...records import SpanRecord
 from .base import AGENT, TOOL, Message, Operation, fill, first_str, maybe_json, parse_json_value, present
 
 MARKERS = ()  # its spans also carry gen_ai.agent.name / gen_ai.tool.name / gen_ai.operation.name
-DETECT_KEYS = ("tool_arguments", "final_result")
+CONFIRM_KEYS = ("tool_arguments",)
+DETECT_KEYS = (*CONFIRM_KEYS, "final_result")
 DETECT_SCOPES = ("pydantic-ai", "pydantic_ai")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...records import SpanRecord
+from ...records import STATUS_ERROR, SpanRecord
 from ..rules import ANSWER_ON_THE_AGENT, TRANSFER_TOOLS
 from .base import (
     AGENT,
@@ -18,7 +18,9 @@ from .base import (
     STEP,
     TOOL,
     WORKFLOW,
+    WRAPPER_KEYS,
     Message,
+    NOT_SPECIFIED,
     Operation,
     RequestedCall,
     as_str,
@@ -27,7 +29,6 @@ from .base import (
     first_str,
     maybe_json,
     parse_json_value,
-    present,
     span_error,
     text_of,
     unwrap_tool_payload,
@@ -43,6 +44,8 @@ MARKERS = (
 )
 DETECT_KEYS = (*MARKERS, "gen_ai.input.messages")
 """Every attribute key ``detect`` looks at: only spans carrying one are asked (``dialects.detected``)."""
+CONFIRM_KEYS = DETECT_KEYS
+"""Keys whose presence alone is a ``detect``: a span that has one is not asked again."""
 
 OPERATION_KINDS = {
     "invoke_agent": AGENT,
@@ -75,6 +78,9 @@ sibling of the caller's under ``invoke_swarm`` (``rules.TransferTools`` links th
 INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
+_CONTENT = frozenset(CONTENT_KEYS)
+MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model")
+PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system")
 
 
 def detect(record: SpanRecord) -> bool:
@@ -119,55 +125,82 @@ def content(record: SpanRecord) -> dict[str, Any]:
 
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
-    issues = op.issues
+    get = attrs.get
     kind = op.kind
-    # What ``fill`` does, spelled out: this runs on every span, and usually first (every field empty).
-    if kind == AGENT and op.agent_name is None:
-        op.agent_name = as_str(attrs.get("gen_ai.agent.name")) or None
-    if op.conversation_id is None:
-        op.conversation_id = as_str(attrs.get("gen_ai.conversation.id")) or None
+    # What ``fill`` and ``first_str`` do, spelled out: this runs on every span, and usually first
+    # (every field empty). ``first_str`` is asked only when the first value found is not a plain string.
+    if kind == AGENT and op.agent_name is None and (value := get("gen_ai.agent.name")) is not None:
+        op.agent_name = as_str(value) or None
+    if op.conversation_id is None and (value := get("gen_ai.conversation.id")) is not None:
+        op.conversation_id = as_str(value) or None
     if op.model is None:
-        op.model = first_str(attrs, "gen_ai.response.model", "gen_ai.request.model")
+        value = get("gen_ai.response.model")
+        if value is None:
+            value = get("gen_ai.request.model")
+        if value is not None:
+            op.model = value if type(value) is str and value and value != NOT_SPECIFIED else first_str(attrs, *MODEL_KEYS)
     if op.provider is None:
-        op.provider = first_str(attrs, "gen_ai.provider.name", "gen_ai.system")
-    if op.error is None:
+        value = get("gen_ai.provider.name")
+        if value is None:
+            value = get("gen_ai.system")
+        if value is not None:
+            op.provider = value if type(value) is str and value and value != NOT_SPECIFIED else first_str(attrs, *PROVIDER_KEYS)
+    if op.error is None and record.status_code == STATUS_ERROR:
         op.error = span_error(record)
+    if kind == TOOL:
+        _extract_tool(record, op)
+        return
     if kind == LLM and op.usage is None:
         op.usage = usage_from(attrs, INPUT_TOKENS, OUTPUT_TOKENS)
-    found = content(record) if record.events else attrs  # the same look-ups, without copying
-    if op.input_messages is None and "gen_ai.input.messages" in found:
+    _extract_content(record, op)
+
+
+def _extract_content(record: SpanRecord, op: Operation) -> None:
+    """Messages and tool definitions: on the span, else on a details event."""
+    found = content(record) if record.events else record.attributes  # the same look-ups, without copying
+    issues = op.issues
+    if "gen_ai.input.messages" in found and not op.input_known:
         raw = found["gen_ai.input.messages"]
         if op.kind == LLM:  # system prompt + history on every model call: parsed when assembly needs it
             op.defer_input_messages(lambda issues: parse_messages(raw, "gen_ai.input.messages", issues))
         else:
             op.input_messages = parse_messages(raw, "gen_ai.input.messages", issues)
-    if op.output_messages is None and "gen_ai.output.messages" in found:
+    if "gen_ai.output.messages" in found and op.output_messages is None:
         op.output_messages = parse_messages(found["gen_ai.output.messages"], "gen_ai.output.messages", issues)
-    if op.tool_definitions is None and "gen_ai.tool.definitions" in found:
+    if "gen_ai.tool.definitions" in found and op.tool_definitions is None:
         definitions = parse_json_value(found["gen_ai.tool.definitions"], "gen_ai.tool.definitions", issues)
         if isinstance(definitions, list):
             op.tool_definitions = definitions
-    if op.kind == TOOL:
-        _extract_tool(attrs, op)
 
 
-def _extract_tool(attrs: Any, op: Operation) -> None:
+def _extract_tool(record: SpanRecord, op: Operation) -> None:
+    attrs = record.attributes
+    if record.events or not _CONTENT.isdisjoint(attrs):  # else the usual tool span: no messages
+        _extract_content(record, op)
+    get = attrs.get
     issues = op.issues
-    if op.tool_name is None:
-        op.tool_name = first_str(attrs, "gen_ai.tool.name")
-    if not op.tool_call_ids:
-        op.tool_call_ids = call_ids(attrs.get("gen_ai.tool.call.id"))
-    arguments = attrs.get("gen_ai.tool.call.arguments")
-    if op.tool_arguments is None and present(arguments):
-        op.tool_arguments = unwrap_tool_payload(parse_json_value(arguments, "gen_ai.tool.call.arguments", issues))
-    result = attrs.get("gen_ai.tool.call.result")
-    if op.tool_result is None and present(result):
-        op.tool_result = unwrap_tool_payload(maybe_json(result, "gen_ai.tool.call.result", issues))
+    if op.tool_name is None and (value := get("gen_ai.tool.name")) is not None:
+        op.tool_name = value if type(value) is str and value and value != NOT_SPECIFIED else first_str(attrs, "gen_ai.tool.name")
+    if not op.tool_call_ids and (value := get("gen_ai.tool.call.id")) is not None:
+        if type(value) is str:  # ``call_ids`` of the usual value
+            value = value.strip()
+            op.tool_call_ids = [value] if value else []
+        else:
+            op.tool_call_ids = call_ids(value)
+    if op.tool_arguments is None:
+        arguments = get("gen_ai.tool.call.arguments")
+        if arguments is not None and arguments != "" and arguments != NOT_SPECIFIED:  # ``present``, inlined
+            arguments = parse_json_value(arguments, "gen_ai.tool.call.arguments", issues)
+            op.tool_arguments = unwrap_tool_payload(arguments) if type(arguments) is dict and not WRAPPER_KEYS.isdisjoint(arguments) else arguments
+    if op.tool_result is None:
+        result = get("gen_ai.tool.call.result")
+        if result is not None and result != "" and result != NOT_SPECIFIED:
+            result = maybe_json(result, "gen_ai.tool.call.result", issues)
+            op.tool_result = unwrap_tool_payload(result) if type(result) is dict and not WRAPPER_KEYS.isdisjoint(result) else result
     # Tool spans that record their content as messages (Strands latest mode): a tool_call
     # part holds the arguments, a tool_call_response part the result.
-    inputs = op.input_messages or []
-    if inputs or op.output_messages:  # else the common case: content in the tool attributes
-        _tool_from_messages(op, inputs)
+    if op.input_known or op.output_messages:  # else the common case: content in the tool attributes
+        _tool_from_messages(op, op.input_messages or [])
     if op.provider == STRANDS and op.tool_result is not None:
         # Strands (latest mode) records the result, in ``gen_ai.tool.call.result`` and in the
         # ``tool_call_response`` part, as Bedrock blocks (``[{"text": ...}]``); its default mode's
@@ -273,15 +306,17 @@ def chat_parts(item: dict[str, Any]) -> list[dict[str, Any]]:
 def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Message:
     """One message; ``item`` is plain (as ``parse_json_value`` returns it)."""
     role = item.get("role")
-    message = Message(role=role if type(role) is str and role else str(role or "unknown"))
     finish_reason = item.get("finish_reason")
-    if finish_reason is not None:
-        message.finish_reason = str(finish_reason)
+    message = Message(
+        role if type(role) is str and role else str(role or "unknown"), [], [], [], [], [],
+        None if finish_reason is None else str(finish_reason),
+    )
     parts = item.get("parts")
     if parts is None:
         parts = chat_parts(item)
     if not isinstance(parts, list):
         parts = []
+    texts = message.texts
     for part in parts:
         if not isinstance(part, dict):
             continue
@@ -289,11 +324,7 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
         if kind == "text":
             content = part.get("content")
             if content is not None:
-                message.texts.append(content if isinstance(content, str) else str(content))
-        elif kind in ("reasoning", "thinking"):
-            content = part.get("content")
-            if content:
-                message.reasoning.append(str(content))
+                texts.append(content if isinstance(content, str) else str(content))
         elif kind == "tool_call":
             name = part.get("name")
             if not name:
@@ -308,6 +339,10 @@ def parse_message(item: dict[str, Any], attribute: str, issues: list[str]) -> Me
         elif kind == "tool_call_response":
             result = part["response"] if "response" in part else part.get("result")
             message.tool_results.append((_last_call_id(part.get("id")), result))
+        elif kind in ("reasoning", "thinking"):
+            content = part.get("content")
+            if content:
+                message.reasoning.append(str(content))
     return message
 
 

@@ -37,7 +37,7 @@ from .base import (
 )
 
 MARKERS = ("ai.operationId",)
-DETECT_KEYS = MARKERS
+DETECT_KEYS = CONFIRM_KEYS = MARKERS
 DETECT_NAMES = ("ai.",)
 
 CALLS = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
