@@ -21,13 +21,21 @@ MAX_JSON_CHARS = 1_000_000
 """Attribute strings longer than this are not parsed as JSON (kept raw, with an issue)."""
 
 _SCAN = json.JSONDecoder().scan_once
-"""``JSONDecoder.raw_decode`` without its Python frame (``json.loads``' per-call wrapper work skipped
-too): most attribute values are small, and every span has some. Raises ``StopIteration`` where
-``raw_decode`` raises ``JSONDecodeError``."""
+"""``raw_decode`` without its Python frame (most attribute values are small); raises ``StopIteration``."""
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 """``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per call."""
-_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-"""What ``_CANONICAL.encode`` runs, made directly: its Python wrappers cost as much as encoding small arguments."""
+
+
+def _c_canonical(value: Any) -> str:
+    """``_CANONICAL.encode`` without its Python wrappers (as costly as encoding small arguments); a fresh encoder."""
+    encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+    return "".join(encoder({}, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)(value, 0))
+
+
+try:  # this interpreter's C encoder takes 3.10-3.13's arguments: checked once against ``_CANONICAL``
+    _C_CANONICAL = _c_canonical(_SAMPLE := {"b": [1, 2.5, None], "a": "\u00e9\n"}) == _CANONICAL.encode(_SAMPLE)
+except (AttributeError, TypeError, ValueError):
+    _C_CANONICAL = False
 
 
 @dataclass(slots=True)
@@ -57,8 +65,7 @@ class Message:
         tool_calls: list[RequestedCall] | None = None, tool_results: list[tuple[str | None, Any]] | None = None,
         refused: list[str] | None = None, finish_reason: str | None = None,
     ) -> None:
-        # Written out: the generated ``__init__`` of five ``default_factory`` lists costs a third more,
-        # and a model call's messages are made for every span read.
+        # Written out: the generated one (five ``default_factory`` lists) costs a third more, on every span read.
         self.role = role
         self.texts = [] if texts is None else texts
         self.reasoning = [] if reasoning is None else reasoning
@@ -301,9 +308,7 @@ def as_int(value: Any) -> int | None:
 
 
 def as_str(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
+    if value is None or isinstance(value, str):
         return value
     return str(value)
 
@@ -316,9 +321,7 @@ def canonical_json(value: Any) -> str:
         except (ValueError, RecursionError):
             return value
     try:
-        if _C_ENCODER is None:
-            return _CANONICAL.encode(value)
-        return "".join(_C_ENCODER({}, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)(value, 0))
+        return _c_canonical(value) if _C_CANONICAL else _CANONICAL.encode(value)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
 
@@ -356,8 +359,7 @@ def fill(op: Operation, **fields: Any) -> None:
             setattr(op, name, value)
 
 
-NOT_SPECIFIED = "<not specified>"
-"""What some instrumentations (ADK) write for a value they do not know: absent."""
+NOT_SPECIFIED = "<not specified>"  # what some instrumentations (ADK) write for a value they do not know
 
 
 def present(value: Any) -> bool:
