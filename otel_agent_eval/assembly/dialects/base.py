@@ -293,14 +293,18 @@ def indexed_fields(attrs: Mapping[str, Any], prefix: str, infix: str = ".") -> d
     """Flattened attributes ``{prefix}{index}{infix}{field}`` as ``{index: {field: value}}``, in key order.
 
     The keys are picked by one list comprehension (a span may carry a hundred: the whole history,
-    flattened), and split by ``str.partition``, not a regex match per key. A message's keys are
-    usually adjacent: its index is checked and converted once per run of keys, not once per key.
+    flattened) that compares each key with the range of strings starting with ``prefix``
+    (``prefix <= key < after``, ``after`` the prefix with its last character incremented: two
+    string comparisons, half the cost of ``str.startswith``), and split by ``str.partition``, not a
+    regex match per key. A message's keys are usually adjacent: its index is checked and
+    converted once per run of keys, not once per key.
     """
     grouped: dict[int, dict[str, Any]] = {}
     skip = len(prefix)
+    after = prefix[:-1] + chr(ord(prefix[-1]) + 1)  # prefix: never empty
     last = None
     fields: dict[str, Any] = {}
-    for key in [key for key in attrs if key.startswith(prefix)]:
+    for key in [key for key in attrs if prefix <= key < after]:
         index, found, field = key[skip:].partition(infix)
         if found and field:
             if index != last:
