@@ -15,7 +15,8 @@ from typing import Any
 
 from otel_agent_eval import AgentStep, AgentTrace, ToolCall
 from otel_agent_eval.assembly.dialects import read_operation
-from otel_agent_eval.assembly.dialects.base import TOOL, indexed_fields
+from otel_agent_eval.assembly.dialects.base import TOOL
+from otel_agent_eval.assembly.dialects.indexed import indexed_fields
 from otel_agent_eval.evaluators import ToolFailureRecovery
 from otel_agent_eval.records import SpanRecord
 

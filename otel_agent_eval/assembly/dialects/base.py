@@ -326,29 +326,6 @@ def canonical_json(value: Any) -> str:
         return repr(value)
 
 
-def indexed_fields(attrs: Mapping[str, Any], prefix: str, infix: str = ".") -> dict[int, dict[str, Any]]:
-    """Flattened attributes ``{prefix}{index}{infix}{field}`` as ``{index: {field: value}}``, in key order.
-
-    The keys are picked by one list comprehension (a span may carry a hundred: the whole history,
-    flattened), and split by ``str.partition``, not a regex match per key. A message's keys are
-    usually adjacent: its index is checked and converted once per run of keys, not once per key.
-    """
-    grouped: dict[int, dict[str, Any]] = {}
-    skip = len(prefix)
-    last = None
-    fields: dict[str, Any] = {}
-    for key in [key for key in attrs if key.startswith(prefix)]:
-        index, found, field = key[skip:].partition(infix)
-        if found and field:
-            if index != last:
-                if not index.isdecimal():
-                    continue
-                last = index
-                fields = grouped.setdefault(int(index), {})
-            fields[field] = attrs[key]
-    return grouped
-
-
 def fill(op: Operation, **fields: Any) -> None:
     """Set each field of ``op`` that is still empty (None, or an empty list) to a non-empty value."""
     for name, value in fields.items():

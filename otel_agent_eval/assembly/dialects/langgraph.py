@@ -30,7 +30,7 @@ from typing import Any
 
 from ...records import SpanRecord
 from ..rules import CLOCK_SKEW_NS, Rule, Scope
-from .base import AGENT, LLM, TOOL, Operation, fill, parse_json_value, present, text_of, tool_message
+from .base import AGENT, LLM, TOOL, Operation, parse_json_value, present, text_of, tool_message
 
 DEFAULT_GRAPH_NAME = "LangGraph"
 """The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
@@ -117,23 +117,26 @@ def parent_command(value: Any) -> tuple[str, Any] | None:
     return goto, (last if tool_message(last) is not None else None)
 
 
-def langchain_tool_output(op: Operation, result: Any) -> Any:
+def langchain_tool_output(op: Operation, result: Any, message: tuple[Any, str | None, bool] | None = None) -> Any:
     """A LangChain tool node's output, read into ``op``; returns the tool's result.
 
     A handoff ``Command`` (``parent_command``) sets ``op.handoff_to``; the ToolMessage the
     node returned gives the call id (tool spans of LangChain tracers have none of their own)
-    and the failure (``status: "error"``); the result is the message's content.
+    and the failure (``status: "error"``); the result is the message's content. ``message``:
+    ``tool_message(result)``, when the caller has it already.
     """
     handoff = parent_command(result)
     if handoff is not None:
         op.handoff_to, result = handoff
-    message = tool_message(result)
+        message = tool_message(result)
+    elif message is None:
+        message = tool_message(result)
     if message is not None:
         result, call_id, failed = message
-        if call_id:
-            fill(op, tool_call_ids=[call_id])
-        if failed:
-            fill(op, error=text_of(result) or "error")
+        if call_id and not op.tool_call_ids:  # ``fill``, spelled out: every tool span of LangChain tracers
+            op.tool_call_ids = [call_id]
+        if failed and op.error is None:
+            op.error = text_of(result) or "error"
     return result
 
 

@@ -31,13 +31,13 @@ from .base import (
     bedrock_result,
     fill,
     first_str,
-    indexed_fields,
     maybe_json,
     parse_json_value,
     present,
     text_of,
     usage_from,
 )
+from .indexed import indexed_fields
 from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
@@ -95,8 +95,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
     issues = op.issues
     eager = op.input_known  # else the prompt (the history, repeated on every call) is parsed when needed
     if eager:
-        fill(op, input_messages=_indexed(attrs, issues, "prompt").get("prompt"))
-    _fill_output(op, _indexed(attrs, issues, "completion").get("completion"))
+        fill(op, input_messages=_indexed(attrs, issues, "prompt"))
+    _fill_output(op, _indexed(attrs, issues, "completion"))
     if eager:
         fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", issues))
     _fill_output(op, _single_string(record, "gen_ai.completion", "assistant", issues))
@@ -104,7 +104,7 @@ def extract(record: SpanRecord, op: Operation) -> None:
     if eager:
         fill(op, input_messages=events_in)
     else:
-        op.defer_input_messages(lambda issues: _indexed(attrs, issues, "prompt").get("prompt")
+        op.defer_input_messages(lambda issues: _indexed(attrs, issues, "prompt")
                                 or _single_string(record, "gen_ai.prompt", "user", issues) or events_in)
     _fill_output(op, events_out)
     if op.usage is None:
@@ -120,20 +120,26 @@ def _fill_output(op: Operation, messages: list[Message] | None) -> None:
 # -- indexed attributes ---------------------------------------------------------
 
 
-def _indexed(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
-    """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) -> ``{side: messages}``."""
-    by_index = indexed_fields(attrs, f"gen_ai.{side}.")
+def _indexed(attrs: Any, issues: list[str], side: str) -> list[Message] | None:
+    """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) as messages; None when there are none."""
+    prefix = f"gen_ai.{side}."
+    by_index = indexed_fields(attrs, prefix)
     if not by_index:
-        return {}
-    messages = [_indexed_message(by_index[i], f"gen_ai.{side}.{i}", issues) for i in sorted(by_index)]
-    return {side: _pair_tool_results(messages)}
+        return None
+    messages = [_indexed_message(fields, f"{prefix}{i}", issues) for i, fields in sorted(by_index.items())]
+    return _pair_tool_results(messages)
+
+
+_PLAIN_FIELDS = ("role", "content", "tool_call_id", "finish_reason")
+"""Message fields that are no tool call: a message with only these has none (the history, mostly)."""
 
 
 def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
-    role = str(fields.get("role") or "unknown")
-    message = Message(role=role)
+    role = fields.get("role")
+    message = Message(role if type(role) is str and role else str(role or "unknown"))
     content = fields.get("content")
-    calls = _indexed_calls(fields, prefix, issues)
+    plain = sum(1 for field in _PLAIN_FIELDS if field in fields)
+    calls = _indexed_calls(fields, prefix, issues) if len(fields) > plain else []
     listed = _koog_calls(content, prefix, issues) if isinstance(content, str) else None
     if listed is not None:  # Koog: the content itself is the list of tool calls
         calls.extend(listed)
@@ -148,30 +154,22 @@ def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> 
 
 
 def _indexed_calls(fields: dict[str, Any], prefix: str, issues: list[str]) -> list[RequestedCall]:
-    calls: dict[int, dict[str, Any]] = {}
-    last = None
-    call: dict[str, Any] = {}
-    for key, value in fields.items():
-        if key.startswith("tool_calls."):
-            index, _, field = key[len("tool_calls.") :].partition(".")
-            if index != last:  # a call's keys are usually adjacent: its index read once per run of them
-                if not index.isdigit():
-                    continue
-                last = index
-                call = calls.setdefault(int(index), {})
-            call[field] = value
+    """A message's ``tool_calls.{j}.{id,name,arguments}`` (and the pre-tools ``function_call.*``)."""
+    calls = indexed_fields(fields, "tool_calls.")
     if "function_call.name" in fields:  # pre-tools OpenAI API
         calls.setdefault(len(calls), {}).update(
             name=fields["function_call.name"], arguments=fields.get("function_call.arguments")
         )
     result = []
-    for index in sorted(calls):
-        call = calls[index]
-        if not present(call.get("name")):
+    for index, call in sorted(calls.items()):
+        name = call.get("name")
+        if not present(name):
             issues.append(f"{prefix}.tool_calls.{index}: no name")
             continue
         arguments = parse_json_value(call.get("arguments"), f"{prefix}.tool_calls.{index}.arguments", issues)
-        result.append(RequestedCall(str(call["name"]), arguments, as_str(call.get("id"))))
+        call_id = call.get("id")
+        result.append(RequestedCall(name if type(name) is str else str(name), arguments,
+                                    call_id if call_id is None or type(call_id) is str else str(call_id)))
     return result
 
 

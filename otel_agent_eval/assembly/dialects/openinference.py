@@ -35,7 +35,6 @@ from .base import (
     as_str,
     fill,
     first_str,
-    indexed_fields,
     maybe_json,
     parse_json_value,
     present,
@@ -44,6 +43,7 @@ from .base import (
     text_of,
     usage_from,
 )
+from .indexed import indexed_fields
 from .langgraph import langchain_text, langchain_tool_output, langgraph_task
 
 MARKERS = ("openinference.span.kind",)
@@ -99,16 +99,19 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.graph_namespace = namespace
     if op.kind == LLM:
         if op.input_known:
-            fill(op, input_messages=_flattened(attrs, issues, "input").get("input"))
+            fill(op, input_messages=_flattened(attrs, issues, "input"))
         else:  # the history, repeated on every model call: parsed when assembly needs it
-            op.defer_input_messages(lambda found: _flattened(attrs, found, "input").get("input"))
-        fill(
-            op,
-            output_messages=_flattened(attrs, issues, "output").get("output"),
-            model=first_str(attrs, "llm.response.model_name", "llm.model_name", "llm.request.model_name"),
-            provider=first_str(attrs, "llm.provider", "llm.system"),
-            usage=usage_from(attrs, ("llm.token_count.prompt",), ("llm.token_count.completion",)),
-        )
+            op.defer_input_messages(lambda found: _flattened(attrs, found, "input"))
+        # ``fill`` of four fields, spelled out: every model call of this dialect
+        output = _flattened(attrs, issues, "output")
+        if output and not op.output_messages:
+            op.output_messages = output
+        if op.model is None:
+            op.model = first_str(attrs, "llm.response.model_name", "llm.model_name", "llm.request.model_name")
+        if op.provider is None:
+            op.provider = first_str(attrs, "llm.provider", "llm.system")
+        if op.usage is None:
+            op.usage = usage_from(attrs, ("llm.token_count.prompt",), ("llm.token_count.completion",))
         if op.output_messages is None and present(attrs.get("llm.choices.0.completion.text")):
             op.output_messages = [Message("assistant", texts=[str(attrs["llm.choices.0.completion.text"])])]
         if op.output_messages is None and present(attrs.get("output.value")):
@@ -219,7 +222,10 @@ def _raw_calls(value: Any, found: dict[str, Any], depth: int) -> None:
 
 def _extract_tool(attrs: Any, op: Operation) -> None:
     issues = op.issues
-    fill(op, tool_name=_crewai_tool_name(attrs) or first_str(attrs, "tool.name"), tool_call_ids=[str(attrs["tool.id"])] if present(attrs.get("tool.id")) else [])
+    if op.tool_name is None:  # ``fill`` of two fields, spelled out: every tool span of this dialect
+        op.tool_name = _crewai_tool_name(attrs) or first_str(attrs, "tool.name")
+    if not op.tool_call_ids and present(attrs.get("tool.id")):
+        op.tool_call_ids = [str(attrs["tool.id"])]
     if op.tool_name is None and (op.record.name == "handoff" or op.record.name.startswith("handoff to ")):
         # OpenAI Agents handoff: input.value / output.value name the source and target agents;
         # the tool the model called (transfer_to_...) is not recorded.
@@ -235,13 +241,15 @@ def _extract_tool(attrs: Any, op: Operation) -> None:
             op.tool_arguments = parameters
     if op.tool_result is None and present(attrs.get("output.value")):
         result = maybe_json(attrs["output.value"], "output.value", issues)
-        if isinstance(result, dict) and set(result) <= {"id", "name", "response"} and "response" in result:
+        if isinstance(result, dict) and "response" in result and result.keys() <= _ADK_RESPONSE:
             if present(result.get("id")):  # ADK + OpenInference: {id, name, response}
                 fill(op, tool_call_ids=[str(result["id"])])
             result = result["response"]
         op.tool_result = langchain_tool_output(op, _tool_output_content(result))
 
 
+_ADK_RESPONSE = frozenset(("id", "name", "response"))
+"""The keys of an ADK function response (``{id, name, response}``) recorded as a tool's ``output.value``."""
 _CALL_ENVELOPE = frozenset(("args", "kwargs", "sanitize_inputs_outputs"))
 """Keys of the call envelope OpenInference records as a tool's ``input.value`` for smolagents
 (``{"args": [...], "sanitize_inputs_outputs": ..., "kwargs": {...}}``: ``Tool.__call__``'s bound arguments)."""
@@ -327,19 +335,28 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
     return None  # structured I/O of unknown shape: leave it to the steps
 
 
-def _flattened(attrs: Any, issues: list[str], side: str) -> dict[str, list[Message]]:
-    """``llm.{side}_messages.*`` -> ``{side: messages}`` (empty when there are none)."""
+def _flattened(attrs: Any, issues: list[str], side: str) -> list[Message] | None:
+    """``llm.{side}_messages.*`` as messages; None when there are none."""
     by_index = indexed_fields(attrs, f"llm.{side}_messages.", ".message.")
     if not by_index:
-        return {}
-    return {side: [_message(by_index[i], f"llm.{side}_messages.{i}", issues) for i in sorted(by_index)]}
+        return None
+    return [_message(fields, f"llm.{side}_messages.{i}", issues) for i, fields in sorted(by_index.items())]
+
+
+_PLAIN_FIELDS = ("role", "content", "name", "tool_call_id")
+"""Message fields that are neither content parts nor tool calls: a message with only these has
+none (most of the history), and its fields are not scanned for them."""
 
 
 def _message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
-    role = str(fields.get("role") or "unknown")
-    message = Message(role=role)
-    contents = indexed_fields(fields, "contents.", ".message_content.")
-    calls = indexed_fields(fields, "tool_calls.", ".tool_call.")
+    role = fields.get("role")
+    role = role if type(role) is str and role else str(role or "unknown")
+    message = Message(role)
+    if len(fields) > sum(1 for field in _PLAIN_FIELDS if field in fields):
+        contents = indexed_fields(fields, "contents.", ".message_content.")
+        calls = indexed_fields(fields, "tool_calls.", ".tool_call.")
+    else:
+        contents = calls = {}
     texts = [] if fields.get("content") is None else [text_of(fields["content"]) or ""]
     for index in sorted(contents):
         part = contents[index]

@@ -49,7 +49,6 @@ from .base import (
     WORKFLOW,
     Message,
     Operation,
-    fill,
     first_str,
     parse_json_value,
     present,
@@ -95,20 +94,21 @@ def extract(record: SpanRecord, op: Operation) -> None:
     raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # payload is an issue on any span
     if op.kind == TOOL:
         _extract_tool(attrs, op, name, raw_input, raw_output)
-    elif op.kind == AGENT:
+    elif op.kind == AGENT:  # ``fill`` of three fields, spelled out
         entity_input = None if raw_input is _ABSENT else unwrap_tool_payload(raw_input)
         entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
-        fill(op, agent_name=name)
+        if name and op.agent_name is None:
+            op.agent_name = name
         task = _state_text(entity_input, "user")
-        if task is not None:
-            fill(op, input_messages=[Message("user", texts=[task])])
-        elif entity_input is not None:
-            fill(op, input_messages=[Message("user", texts=[text_of(entity_input) or ""])])
+        if task is None and entity_input is not None:
+            task = text_of(entity_input) or ""
+        if task is not None and not op.input_messages:
+            op.input_messages = [Message("user", texts=[task])]
         answer = _state_text(entity_output, "assistant")
         if answer is None and isinstance(entity_output, str) and entity_output:
             answer = entity_output
-        if answer:
-            fill(op, output_messages=[Message("assistant", texts=[answer])])
+        if answer and not op.output_messages:
+            op.output_messages = [Message("assistant", texts=[answer])]
     elif op.kind == LLM and op.model in (None, UNKNOWN_MODEL):
         op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
 
@@ -143,23 +143,25 @@ def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> bool:
     """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
     the result, the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module
     doc); False when the output is none of those. ``entity_output``: ``traceloop.entity.output`` as
-    parsed already (``_ABSENT`` when not present)."""
-    for key in ("traceloop.entity.output", "gen_ai.tool.call.result"):
-        if key == "traceloop.entity.output":
-            if entity_output is _ABSENT:
-                continue
-            output = entity_output
-        else:
-            value = attrs.get(key)
-            if not present(value):
-                continue
-            output = parse_json_value(value, key, [])
-        if isinstance(output, dict) and set(output) <= {"output", "kwargs"}:
-            output = output.get("output")
-        if tool_message(output) is not None or parent_command(output) is not None:
-            op.tool_result = langchain_tool_output(op, output)
-            return True
-    return False
+    parsed already (``_ABSENT`` when not present); else ``gen_ai.tool.call.result``."""
+    if entity_output is not _ABSENT and _langchain_output(op, entity_output):
+        return True
+    value = attrs.get("gen_ai.tool.call.result")
+    return present(value) and _langchain_output(op, parse_json_value(value, "gen_ai.tool.call.result", []))
+
+
+_OUTPUT_WRAPPER = frozenset(("output", "kwargs"))
+
+
+def _langchain_output(op: Operation, output: Any) -> bool:
+    """``_tool_output`` of one parsed payload."""
+    if isinstance(output, dict) and output.keys() <= _OUTPUT_WRAPPER:
+        output = output.get("output")
+    message = tool_message(output)
+    if message is None and parent_command(output) is None:
+        return False
+    op.tool_result = langchain_tool_output(op, output, message)
+    return True
 
 
 def _state_text(value: object, role: str) -> str | None:
@@ -178,7 +180,7 @@ _ABSENT = object()
 def _parsed(attrs: object, key: str, issues: list[str]) -> object:
     """An entity payload as recorded (``json.dumps`` of the value), parsed; ``_ABSENT`` when not present."""
     value = attrs.get(key)  # type: ignore[attr-defined]
-    if not present(value):
+    if value is None or value == "" or value == "<not specified>":  # not ``present``: every span, twice
         return _ABSENT
     return parse_json_value(value, key, issues)
 
