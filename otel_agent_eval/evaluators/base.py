@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..isolation import EvaluationRun, evaluation_run, evaluation_scope
 from ..model import AgentTrace, EvalResult, new_result, result_id
-from .view import viewing
+from .view import RunView
 
 if TYPE_CHECKING:
     from .expectations import ToolExpectation
@@ -131,5 +131,5 @@ def evaluate_run(evaluators: Sequence[Evaluator], trace: AgentTrace) -> list[Eva
 
     The evaluators share one ``RunView`` of the trace (``view.py``): facts several of them read are
     computed once per run."""
-    with viewing(trace), evaluation_scope():
+    with RunView(trace), evaluation_scope():
         return [result for evaluator in evaluators for result in safe_evaluate(evaluator, trace)[0]]

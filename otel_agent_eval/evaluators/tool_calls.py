@@ -127,18 +127,20 @@ class ToolCallAccuracy(Evaluator):
             return [self.skipped(trace, "no LLM turn recorded: nothing to compare", reason="no_steps")]
         view = run_view(trace)
         names = view.names
-        forbidden = sorted(set(names).intersection(rule.forbidden_tools)) if rule.forbidden_tools else []
+        forbidden_tools, expected = rule.forbidden_tools, rule.expected_tools
+        forbidden = sorted(set(names).intersection(forbidden_tools)) if forbidden_tools else []
         details: dict[str, Any] = {"actual": list(names)}  # the result's own list, not the view's
-        if rule.expected_tools is not None:
+        if expected is not None:
+            require_order, penalize_unexpected = rule.require_order, rule.penalize_unexpected
             score, matched, unexpected = tool_call_accuracy_score(
-                rule.expected_tools, view.calls, rule.require_order, rule.penalize_unexpected, names
+                expected, view.calls, require_order, penalize_unexpected, names
             )
             details.update(
-                expected=[e.name for e in rule.expected_tools], matched=matched, unexpected=unexpected,
-                require_order=rule.require_order, penalize_unexpected=rule.penalize_unexpected,
+                expected=[e.name for e in expected], matched=matched, unexpected=unexpected,
+                require_order=require_order, penalize_unexpected=penalize_unexpected,
             )
-            explanation = f"{matched} of {len(rule.expected_tools)} expected tool calls made"
-            if rule.require_order and matched < len(rule.expected_tools):
+            explanation = f"{matched} of {len(expected)} expected tool calls made"
+            if require_order and matched < len(expected):
                 explanation += " in order"
             if unexpected:
                 explanation += f", {unexpected} unexpected"

@@ -2,29 +2,22 @@
 identities, each computed once per run, on first use.
 
 Several evaluators of one run read the same calls, and reading a field of a pydantic model costs
-more than reading a plain object's (the model's class defines ``__getattr__``). ``evaluate_run``
-opens one view per run (``viewing``) and drops it when the run's evaluators are done; an evaluator
-asks ``run_view(trace)`` and gets that view, or a fresh one outside ``evaluate_run``. Evaluators are
-pure functions of the trace, so nothing changes the trace while its view is open. The view couples
-no evaluator to another: each asks for the facts it needs, whichever computed them first.
+more than reading a plain object's (the model's class defines ``__getattr__``). ``evaluate_run`` and
+the pipeline's workers open one view per run (``with RunView(trace):``) and drop it when the run's
+evaluators are done; an evaluator asks ``run_view(trace)`` and gets that view, or a fresh one
+outside. Evaluators are pure functions of the trace, so nothing changes the trace while its view is
+open. The view couples no evaluator to another: each asks for the facts it needs, whichever
+computed them first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar
-from itertools import chain
-from operator import attrgetter
 from typing import Any
 
 from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, ToolCall
-
-_step_calls = attrgetter("tool_calls")
-_name = attrgetter("name")
-_arguments = attrgetter("arguments")
-_error = attrgetter("error")
-_executed = attrgetter("executed")
 
 Identity = tuple[str, Any]
 """A tool call's (name, arguments key): equal for two calls exactly when their names are equal and
@@ -32,42 +25,52 @@ their arguments' canonical JSON texts are (``call_identities``)."""
 
 
 class RunView:
-    """The facts of one agent run that several evaluators read (see the module docstring)."""
+    """The facts of one agent run that several evaluators read (see the module docstring). As a
+    context manager, the view ``run_view`` returns for its trace until exit."""
 
-    __slots__ = ("_arguments", "_calls", "_errors", "_identities", "_names", "trace")
+    __slots__ = ("_arguments", "_calls", "_errors", "_identities", "_names", "_token", "trace")
 
     def __init__(self, trace: AgentTrace) -> None:
         self.trace = trace
-        self._calls: list[ToolCall] | None = None
-        self._names: list[str] | None = None
-        self._arguments: list[Any] | None = None
-        self._errors: list[str | None] | None = None
-        self._identities: list[Identity] | None = None
+        self._calls = self._names = self._arguments = self._errors = self._identities = None
+
+    def __enter__(self) -> RunView:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+    _calls: list[ToolCall] | None
+    _names: list[str] | None
+    _arguments: list[Any] | None
+    _errors: list[str | None] | None
+    _identities: list[Identity] | None
 
     @property
     def calls(self) -> list[ToolCall]:
         """``trace.tool_calls``: every step's calls, in order."""
         if self._calls is None:
-            self._calls = list(chain.from_iterable(map(_step_calls, self.trace.steps)))
+            self._calls = [call for step in self.trace.steps for call in step.tool_calls]
         return self._calls
 
     @property
     def names(self) -> list[str]:
         if self._names is None:
-            self._names = list(map(_name, self.calls))
+            self._names = [call.name for call in self.calls]
         return self._names
 
     @property
     def arguments(self) -> list[Any]:
         if self._arguments is None:
-            self._arguments = list(map(_arguments, self.calls))
+            self._arguments = [call.arguments for call in self.calls]
         return self._arguments
 
     @property
     def errors(self) -> list[str | None]:
         """Each call's error (None when it did not fail)."""
         if self._errors is None:
-            self._errors = list(map(_error, self.calls))
+            self._errors = [call.error for call in self.calls]
         return self._errors
 
     @property
@@ -77,7 +80,7 @@ class RunView:
 
     def executed(self) -> list[bool]:
         """Each call's ``executed`` flag (read by few evaluators, so not kept)."""
-        return list(map(_executed, self.calls))
+        return [call.executed for call in self.calls]
 
     @property
     def identities(self) -> list[Identity]:
@@ -91,27 +94,11 @@ _current: ContextVar[RunView | None] = ContextVar("otel_agent_eval.run_view", de
 
 
 def run_view(trace: AgentTrace) -> RunView:
-    """The view ``evaluate_run`` opened for ``trace``, else a fresh one."""
+    """The view opened for ``trace`` (``with RunView(trace):``), else a fresh one."""
     view = _current.get()
     if view is not None and view.trace is trace:
         return view
     return RunView(trace)
-
-
-class viewing:  # noqa: N801 - used like a function: ``with viewing(trace):``
-    """Share one ``RunView`` of ``trace`` among the evaluators run inside (``evaluate_run``, the
-    pipeline's workers), dropped on exit. A class with plain code: it is entered once per run."""
-
-    __slots__ = ("_token", "_trace")
-
-    def __init__(self, trace: AgentTrace) -> None:
-        self._trace = trace
-
-    def __enter__(self) -> None:
-        self._token = _current.set(RunView(self._trace))
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
 
 
 _SCALARS = (str, int, bool, type(None))
