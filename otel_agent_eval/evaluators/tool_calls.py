@@ -49,7 +49,7 @@ def _matched_in_order(expected: Sequence[ExpectedCall], actual: Sequence[ToolCal
             hits = sum(1 << j for j, call in enumerate(actual) if exp.matches(call))
         matched = rows & hits
         rows = ((rows + matched) | (rows - matched)) & every
-    return len(names) - bin(rows).count("1")
+    return len(names) - rows.bit_count()
 
 
 def tool_call_accuracy_score(

@@ -34,9 +34,8 @@ class RunView:
         self.trace = trace
         self._calls = self._names = self._arguments = self._errors = self._identities = None
 
-    def __enter__(self) -> RunView:
+    def __enter__(self) -> None:
         self._token = _current.set(self)
-        return self
 
     def __exit__(self, *exc: object) -> None:
         _current.reset(self._token)

@@ -18,11 +18,11 @@ FIELDS = ("evaluator", "evaluator_version", "score", "label", "explanation", "de
 
 
 def fields(**changes: Any) -> dict[str, Any]:
-    values: dict[str, Any] = dict(
-        evaluator="loop_detection", evaluator_version="1", score=0.5, label="fail", explanation="x called 3 times",
-        details={"threshold": 1.0, "repeated_calls": {"x({})": 3}}, trace_id="0" * 32, span_id="1" * 16,
-        agent_name="support", result_id="2" * 32, reason=None,
-    )
+    values: dict[str, Any] = {
+        "evaluator": "loop_detection", "evaluator_version": "1", "score": 0.5, "label": "fail",
+        "explanation": "x called 3 times", "details": {"threshold": 1.0, "repeated_calls": {"x({})": 3}},
+        "trace_id": "0" * 32, "span_id": "1" * 16, "agent_name": "support", "result_id": "2" * 32, "reason": None,
+    }
     values.update(changes)
     return values
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from otel_agent_eval import AgentStep, AgentTrace, EvalResult, Evaluator, ToolCall, ToolExpectation
+from otel_agent_eval import (
+    AgentStep,
+    AgentTrace,
+    EvalResult,
+    Evaluator,
+    ToolCall,
+    ToolExpectation,
+)
 from otel_agent_eval.assembly.dialects.base import canonical_json
 from otel_agent_eval.evaluators import ToolFailureRecovery
 from otel_agent_eval.evaluators.base import evaluate_run, safe_evaluate
