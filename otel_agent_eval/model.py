@@ -179,6 +179,53 @@ def result_id(
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
+_RESULT_FIELDS = frozenset(EvalResult.model_fields)
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def _str_keys(mapping: dict[Any, Any]) -> bool:
+    for key in mapping:
+        if type(key) is not str:
+            return False
+    return True
+
+
+def new_result(
+    evaluator: str, evaluator_version: str, score: float | None, label: Label, explanation: str, details: dict[str, Any],
+    trace_id: str, span_id: str | None, agent_name: str, result_id: str, reason: str | None,
+) -> EvalResult:
+    """``EvalResult`` of every field, equal to the validated one, without pydantic's validation when
+    each value already is what validation would keep: exact types, a score within [0, 1] (the
+    model's range check), a known label, ``str`` detail keys. Every evaluator builds one result
+    per run, and validation was most of a cheap evaluator's cost. Any other value is validated as
+    ``EvalResult(...)`` does it (and rejected alike).
+
+    ``details`` becomes the result's own (validation would copy it): pass a dict made for it.
+    """
+    if (
+        type(evaluator) is str and type(evaluator_version) is str and type(label) is str and label in LABELS
+        and type(explanation) is str and type(trace_id) is str and type(agent_name) is str and type(result_id) is str
+        and (score is None or (type(score) is float and 0.0 <= score <= 1.0))
+        and (span_id is None or type(span_id) is str) and (reason is None or type(reason) is str)
+        and type(details) is dict and _str_keys(details)
+    ):
+        result = _new_object(EvalResult)
+        _set_attribute(result, "__dict__", {
+            "evaluator": evaluator, "evaluator_version": evaluator_version, "score": score, "label": label,
+            "explanation": explanation, "details": details, "trace_id": trace_id, "span_id": span_id,
+            "agent_name": agent_name, "result_id": result_id, "reason": reason,
+        })
+        _set_attribute(result, "__pydantic_fields_set__", set(_RESULT_FIELDS))  # its own: assignment adds to it
+        _set_attribute(result, "__pydantic_extra__", None)
+        _set_attribute(result, "__pydantic_private__", None)
+        return result
+    return EvalResult(
+        evaluator=evaluator, evaluator_version=evaluator_version, score=score, label=label, explanation=explanation,
+        details=details, trace_id=trace_id, span_id=span_id, agent_name=agent_name, result_id=result_id, reason=reason,
+    )
+
+
 Phase = Literal["deterministic", "judge"]
 
 

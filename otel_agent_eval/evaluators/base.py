@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..isolation import EvaluationRun, evaluation_run, evaluation_scope
-from ..model import AgentTrace, EvalResult, result_id
+from ..model import AgentTrace, EvalResult, new_result, result_id
+from .view import RunView
 
 if TYPE_CHECKING:
     from .expectations import ToolExpectation
@@ -86,20 +87,11 @@ class Evaluator(ABC):
         self, trace: AgentTrace, label: str, score: float | None, explanation: str, details: dict[str, Any] | None,
         reason: str | None = None,
     ) -> EvalResult:
-        return EvalResult(
-            evaluator=self.name,
-            evaluator_version=self.version,
-            score=score,
-            label=label,  # type: ignore[arg-type]
-            explanation=explanation,
-            details=details if details is not None else {},
-            trace_id=trace.trace_id,
-            span_id=trace.agent_span_id,
-            agent_name=trace.agent_name,
-            reason=reason,
-            result_id=result_id(
-                trace.trace_id, trace.agent_span_id, self.name, self.version, self.result_key(), trace.partial
-            ),
+        trace_id, span_id, name, version = trace.trace_id, trace.agent_span_id, self.name, self.version
+        return new_result(
+            name, version, score, label, explanation, details if details is not None else {},  # type: ignore[arg-type]
+            trace_id, span_id, trace.agent_name, result_id(trace_id, span_id, name, version, self.result_key(), trace.partial),
+            reason,
         )
 
     def result_key(self) -> str:
@@ -135,6 +127,9 @@ def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalRes
 
 def evaluate_run(evaluators: Sequence[Evaluator], trace: AgentTrace) -> list[EvalResult]:
     """Every evaluator on one agent run, each through ``safe_evaluate``, in one ``evaluation_scope``
-    (entering the isolation context once per run, not once per evaluator, as the pipeline's workers do)."""
-    with evaluation_scope():
+    (entering the isolation context once per run, not once per evaluator, as the pipeline's workers do).
+
+    The evaluators share one ``RunView`` of the trace (``view.py``): facts several of them read are
+    computed once per run."""
+    with RunView(trace), evaluation_scope():
         return [result for evaluator in evaluators for result in safe_evaluate(evaluator, trace)[0]]

@@ -9,8 +9,8 @@ from typing import Any
 from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
-from .trajectory import scalar_identities
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
+from .view import run_view
 
 __all__ = ["ExpectedCall", "ToolCallAccuracy", "ToolExpectation", "ToolFailureRecovery", "load_expectations"]
 
@@ -29,28 +29,41 @@ def _matched_unordered(expected: Sequence[ExpectedCall], actual: Sequence[ToolCa
     return matched
 
 
-def _matched_in_order(expected: Sequence[ExpectedCall], actual: Sequence[ToolCall]) -> int:
-    """Longest common subsequence of expected and actual calls."""
-    previous = [0] * (len(actual) + 1)
+def _matched_in_order(expected: Sequence[ExpectedCall], actual: Sequence[ToolCall], names: Sequence[str]) -> int:
+    """Longest common subsequence of expected and actual calls (``names``: the actual calls' names).
+
+    Bit-parallel (Allison and Dix 1986, in Hyyrö's form, 2004): bit j of ``rows`` stands for actual
+    call j, and each expected call updates all of them in a few big-integer operations instead of
+    one Python step per (expected, actual) pair; the LCS length is the number of zero bits left.
+    """
+    positions: dict[str, int] = {}  # name -> the bits of the calls of that name
+    bit = 1
+    for name in names:
+        positions[name] = positions.get(name, 0) | bit
+        bit <<= 1
+    every = rows = bit - 1
     for exp in expected:
-        if exp.arguments is None:  # what ``matches`` checks then, without a call per cell
-            hits = [call.name == exp.name for call in actual]
+        if exp.arguments is None:  # what ``matches`` checks then, without a call per actual call
+            hits = positions.get(exp.name, 0)
         else:
-            hits = [exp.matches(call) for call in actual]
-        current = [0] * (len(actual) + 1)
-        for j, hit in enumerate(hits):
-            current[j + 1] = previous[j] + 1 if hit else max(previous[j + 1], current[j])
-        previous = current
-    return previous[-1]
+            hits = sum(1 << j for j, call in enumerate(actual) if exp.matches(call))
+        matched = rows & hits
+        rows = ((rows + matched) | (rows - matched)) & every
+    return len(names) - rows.bit_count()
 
 
 def tool_call_accuracy_score(
-    expected: Sequence[ExpectedCall], actual: Sequence[ToolCall], require_order: bool, penalize_unexpected: bool
+    expected: Sequence[ExpectedCall], actual: Sequence[ToolCall], require_order: bool, penalize_unexpected: bool,
+    names: Sequence[str] | None = None,
 ) -> tuple[float, int, int]:
-    """Return (score, matched, unexpected). See ToolCallAccuracy for the formulas."""
+    """Return (score, matched, unexpected). See ToolCallAccuracy for the formulas. ``names``: the
+    actual calls' names, when the caller has them."""
     if not expected:
         return (1.0 if not actual else 0.0), 0, len(actual)
-    matched = _matched_in_order(expected, actual) if require_order else _matched_unordered(expected, actual)
+    if require_order:
+        matched = _matched_in_order(expected, actual, names if names is not None else [call.name for call in actual])
+    else:
+        matched = _matched_unordered(expected, actual)
     unexpected = len(actual) - matched
     if penalize_unexpected:
         return matched / (len(expected) + unexpected), matched, unexpected
@@ -112,20 +125,22 @@ class ToolCallAccuracy(Evaluator):
             return [self.skipped(trace, f"no tool-call expectation for agent {trace.agent_name!r}", reason="no_expectation")]
         if not trace.steps:
             return [self.skipped(trace, "no LLM turn recorded: nothing to compare", reason="no_steps")]
-        actual = trace.tool_calls
-        names = [call.name for call in actual]
-        forbidden = sorted({n for n in names if n in rule.forbidden_tools})
-        details: dict[str, Any] = {"actual": names}
-        if rule.expected_tools is not None:
+        view = run_view(trace)
+        names = view.names
+        forbidden_tools, expected = rule.forbidden_tools, rule.expected_tools
+        forbidden = sorted(set(names).intersection(forbidden_tools)) if forbidden_tools else []
+        details: dict[str, Any] = {"actual": list(names)}  # the result's own list, not the view's
+        if expected is not None:
+            require_order, penalize_unexpected = rule.require_order, rule.penalize_unexpected
             score, matched, unexpected = tool_call_accuracy_score(
-                rule.expected_tools, actual, rule.require_order, rule.penalize_unexpected
+                expected, view.calls, require_order, penalize_unexpected, names
             )
             details.update(
-                expected=[e.name for e in rule.expected_tools], matched=matched, unexpected=unexpected,
-                require_order=rule.require_order, penalize_unexpected=rule.penalize_unexpected,
+                expected=[e.name for e in expected], matched=matched, unexpected=unexpected,
+                require_order=require_order, penalize_unexpected=penalize_unexpected,
             )
-            explanation = f"{matched} of {len(rule.expected_tools)} expected tool calls made"
-            if rule.require_order and matched < len(rule.expected_tools):
+            explanation = f"{matched} of {len(expected)} expected tool calls made"
+            if require_order and matched < len(expected):
                 explanation += " in order"
             if unexpected:
                 explanation += f", {unexpected} unexpected"
@@ -179,30 +194,37 @@ class ToolFailureRecovery(Evaluator):
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         if not trace.steps:
             return [self.skipped(trace, "no LLM turn recorded: nothing to check", reason="no_steps")]
-        # A call the framework refused to run (input its schema rejected: no tool span, an error) failed too.
-        calls = [c for c in trace.tool_calls if c.executed or c.failed]
-        if not any(call.failed for call in calls):
+        view = run_view(trace)
+        if not view.any_failed:
             return [self.scored(trace, 1.0, "no tool call failed", {"failed": 0})]
         rule = self.rule_for(trace)
+        # The calls that count: executed ones, and those the framework refused to run (input its
+        # schema rejected: no tool span, an error), which failed too.
+        names, errors = view.names, view.errors
+        kept = [i for i, (error, executed) in enumerate(zip(errors, view.executed())) if executed or error is not None]
+        # Identifying arguments: all of them (``view.identities``), or the rule's retry keys.
+        if rule.retry_keys:
+            calls = view.calls
+            identities = [call_identity(calls[i], rule.retry_keys) for i in kept]
+        else:
+            every = view.identities
+            identities = [every[i] for i in kept]
         # One pass from the end: what succeeded later, by identity and by name.
         later_ids: set[tuple[str, Any]] = set()
         later_names: set[str] = set()
         failures = 0
         unrecovered: list[str] = []
-        # All arguments identify a call (no retry keys): dicts of scalars compare as canonical JSON
-        # does, without encoding each (``scalar_identities``).
-        identities = None if rule.retry_keys else scalar_identities(calls)
-        for position in range(len(calls) - 1, -1, -1):
-            call = calls[position]
-            identity = identities[position] if identities is not None else call_identity(call, rule.retry_keys)
-            if not call.failed:
+        for position in range(len(kept) - 1, -1, -1):
+            i = kept[position]
+            identity, name = identities[position], names[i]
+            if errors[i] is None:
                 later_ids.add(identity)
-                later_names.add(call.name)
+                later_names.add(name)
                 continue
             failures += 1
-            fallbacks = rule.fallback_tools.get(call.name, ())
-            if identity not in later_ids and not any(name in later_names for name in fallbacks):
-                unrecovered.append(call.name)
+            fallbacks = rule.fallback_tools.get(name, ())
+            if identity not in later_ids and not any(fallback in later_names for fallback in fallbacks):
+                unrecovered.append(name)
         unrecovered.reverse()
         recovered = failures - len(unrecovered)
         details = {"failed": failures, "recovered": recovered, "unrecovered_tools": unrecovered}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Hashable, Sequence
 
 from ..assembly.dialects.base import canonical_json
-from ..model import AgentTrace, EvalResult, ToolCall
+from ..model import AgentTrace, EvalResult
 from .base import Evaluator
+from .view import run_view
 
 
 class LoopDetection(Evaluator):
@@ -24,15 +25,16 @@ class LoopDetection(Evaluator):
         self.threshold_calls = threshold_calls
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
-        calls = trace.tool_calls
-        keys = scalar_identities(calls)
-        if keys is None:
-            keys = [(call.name, canonical_json(call.arguments)) for call in calls]
+        view = run_view(trace)
+        times = self.threshold_calls
         loops: dict[str, int] = {}
-        for key, n in Counter(keys).items():
-            if n >= self.threshold_calls:
-                call = calls[keys.index(key)]  # the first such call
-                loops[f"{call.name}({canonical_json(call.arguments)})"] = n
+        if _may_repeat(view.names, times):  # identical calls have one name: else no identity is needed
+            keys = view.identities
+            if _may_repeat(keys, times):
+                for key, n in Counter(keys).items():
+                    if n >= times:
+                        first = keys.index(key)  # the first such call
+                        loops[f"{view.names[first]}({canonical_json(view.arguments[first])})"] = n
         if not loops:
             return [self.scored(trace, 1.0, "no repeated identical tool call", {"threshold_calls": self.threshold_calls})]
         worst = max(loops, key=loops.__getitem__)
@@ -44,33 +46,10 @@ class LoopDetection(Evaluator):
         ]
 
 
-_SCALARS = (str, int, bool, type(None))
-"""Exact types whose JSON text is one to one with (type, value): no float (``nan``, ``-0.0``)."""
-
-
-def scalar_identities(calls: list[ToolCall]) -> list[tuple[str, tuple[Any, ...]]] | None:
-    """Per call, (name, sorted (key, type, value) of its arguments), when every call's arguments are a
-    dict of ``str`` keys to ``_SCALARS``; else None.
-
-    For such dicts two identities are equal exactly when the canonical JSON texts are (keys are
-    sorted there too; ``1`` and ``True`` differ by type), and they cost less to make. All or
-    nothing: a call with other arguments (a JSON string, a float) may have the same canonical JSON
-    as a dict, so then every call is counted by canonical JSON.
-    """
-    identities = []
-    for call in calls:
-        arguments = call.arguments
-        if type(arguments) is not dict:
-            return None
-        identity = []
-        for key, value in arguments.items():
-            kind = type(value)
-            if type(key) is not str or kind not in _SCALARS:
-                return None
-            identity.append((key, kind, value))
-        identity.sort()  # keys are unique: the values are never compared
-        identities.append((call.name, tuple(identity)))
-    return identities
+def _may_repeat(items: Sequence[Hashable], times: int) -> bool:
+    """False when no item can occur ``times`` times: that takes ``times - 1`` duplicates at least.
+    One set, no count: most runs repeat no call, many call no tool twice."""
+    return len(set(items)) <= len(items) - (times - 1)
 
 
 class StepBudget(Evaluator):

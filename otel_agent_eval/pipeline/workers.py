@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..evaluators.base import Evaluator, safe_evaluate
+from ..evaluators.view import RunView
 from ..isolation import evaluation_scope
 from ..model import AgentTrace, EvalResult, EvaluatedTrace, Phase
 from ..sinks import Sink
@@ -240,7 +241,8 @@ class Stages:
                 self.idle.notify_all()
 
     def _run_job(self, worker: Worker, job: Job) -> None:
-        with evaluation_scope():  # one isolation context for the job's evaluators (``isolation.py``)
+        # One isolation context for the job's evaluators (``isolation.py``), one view of its run they share.
+        with RunView(job.trace), evaluation_scope():
             if not self._evaluate(worker, job):
                 return
         with self.lock:
