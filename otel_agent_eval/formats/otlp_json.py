@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..metadata import resource_metadata
+from ..metadata import NO_RESOURCE, resource_metadata
 from ..records import (
     STATUS_ERROR,
     STATUS_OK,
@@ -128,8 +128,17 @@ def _required_id(value: Any, size: int, where: str) -> int:
 
 def any_value(value: Any, where: str) -> Any:
     """An ``AnyValue`` object -> a plain value (arrays as tuples, kvlists as dicts), as the SDK keeps them."""
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         return None
+    if "stringValue" in value:  # the commonest kinds first, without the table
+        return value["stringValue"]
+    if len(value) == 1:
+        found = value.get("intValue")
+        if found is not None:
+            return int(found) if type(found) is str and found.isdecimal() else _int(found, where)
+        found = value.get("arrayValue")
+        if found is not None:
+            return _array(found, where)
     for key, found in value.items():  # one key: the oneof
         read = _VALUE_READERS.get(key)
         if read is not None:
@@ -149,7 +158,13 @@ def _bytes(found: Any, where: str) -> bytes:
 
 
 def _array(found: Any, where: str) -> tuple[Any, ...]:
-    return tuple([any_value(v, where) for v in (found or {}).get("values") or ()])
+    values = (found or {}).get("values")
+    if not values:
+        return ()
+    try:
+        return tuple([v["stringValue"] for v in values])  # the commonest: an array of strings
+    except (KeyError, TypeError):
+        return tuple([any_value(v, where) for v in values])
 
 
 def _kvlist(found: Any, where: str) -> dict[str, Any]:
@@ -166,23 +181,34 @@ for _names, _read in ((("stringValue", "string_value"), lambda found, where: fou
 
 
 def attributes(items: Any, where: str) -> dict[str, Any]:
-    """A list of ``KeyValue`` objects -> a dict (a later duplicate key wins)."""
+    """A list of ``KeyValue`` objects -> a dict (a later duplicate key wins).
+
+    Well-formed lists are read in one comprehension (a string value without a call);
+    anything it cannot take (a missing key or value, a key that is not a string, a bad
+    value) is read again by the checked walk, which says what is wrong and where.
+    """
     if not items:
         return {}
+    if type(items) is list:
+        try:
+            out = {kv["key"]: (value["stringValue"] if "stringValue" in (value := kv["value"]) else any_value(value, ""))
+                   for kv in items}
+            _join(out)  # every key a string: join raises TypeError otherwise
+            return out
+        except (KeyError, TypeError, OTLPDecodeError):
+            pass
+    return _checked_attributes(items, where)
+
+
+_join = "".join
+
+
+def _checked_attributes(items: Any, where: str) -> dict[str, Any]:
     if type(items) is not list:
         raise OTLPDecodeError(f"{where}: attributes must be a list")
     out: dict[str, Any] = {}
     for kv in items:
-        try:
-            key = kv["key"]
-            value = kv["value"]
-        except (KeyError, TypeError, IndexError):
-            key, value = _attribute(kv, where)
-        else:
-            if type(key) is str and type(value) is dict and (text := value.get("stringValue")) is not None:
-                value = text  # the commonest case without a call: a string attribute
-            else:
-                key, value = _attribute(kv, where)
+        key, value = _attribute(kv, where)
         out[key] = value
     return out
 
@@ -224,30 +250,36 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
     flags = get("flags")
     if type(flags) is not int:
         flags = 0 if flags is None else _int(flags, ".flags")
-    start = get("startTimeUnixNano")  # int64: a number or (proto3 JSON) a decimal string
-    if type(start) is not int:
-        start = _int(get("start_time_unix_nano") if start is None else start, ".startTimeUnixNano")
+    start = get("startTimeUnixNano")
     end = get("endTimeUnixNano")
-    if type(end) is not int:
-        end = _int(get("end_time_unix_nano") if end is None else end, ".endTimeUnixNano")
-    try:  # the common case in one go; anything unusual goes through the checks that say what is wrong
-        trace_raw = bytes.fromhex(get("traceId"))
-        span_raw = bytes.fromhex(get("spanId"))
-    except (TypeError, ValueError):
-        trace_raw = span_raw = b""
-    trace_id = int.from_bytes(trace_raw, "big") if len(trace_raw) == 16 else 0
-    span_id = int.from_bytes(span_raw, "big") if len(span_raw) == 8 else 0
-    if not (trace_id and span_id):
-        trace_id = _required_id(_field(span, "traceId", "trace_id"), 16, ".traceId")
-        span_id = _required_id(_field(span, "spanId", "span_id"), 8, ".spanId")
     parent = get("parentSpanId")
     if parent is None:
         parent = get("parent_span_id")
+    try:  # the common case in one go: hex ids, int64 times as decimal strings (proto3 JSON) or numbers
+        trace_raw = bytes.fromhex(get("traceId"))
+        span_raw = bytes.fromhex(get("spanId"))
+        parent_raw = bytes.fromhex(parent) if parent else b""
+        if type(start) is str:
+            start = int(start)
+        if type(end) is str:
+            end = int(end)
+    except (TypeError, ValueError):
+        trace_raw = span_raw = parent_raw = b""
+    trace_id = int.from_bytes(trace_raw, "big") if len(trace_raw) == 16 else 0
+    span_id = int.from_bytes(span_raw, "big") if len(span_raw) == 8 else 0
+    parent_id = int.from_bytes(parent_raw, "big") if len(parent_raw) == 8 else None
+    if not (trace_id and span_id and (parent_id or not parent)) or type(start) is not int or type(end) is not int:
+        # anything unusual goes through the checks that say what is wrong
+        start = _int(_field(span, "startTimeUnixNano", "start_time_unix_nano"), ".startTimeUnixNano")
+        end = _int(_field(span, "endTimeUnixNano", "end_time_unix_nano"), ".endTimeUnixNano")
+        trace_id = _required_id(_field(span, "traceId", "trace_id"), 16, ".traceId")
+        span_id = _required_id(_field(span, "spanId", "span_id"), 8, ".spanId")
+        parent_id = _id(parent, 8, ".parentSpanId")
     name = get("name")
     return make(
         trace_id=trace_id,
         span_id=span_id,
-        parent_span_id=_id(parent, 8, ".parentSpanId") if parent else None,
+        parent_span_id=parent_id,
         name=name if type(name) is str else str(name or ""),
         start_time_unix_nano=start,
         end_time_unix_nano=end or start,
@@ -266,27 +298,43 @@ def _not_object(where: str, value: Any) -> Any:
     raise OTLPDecodeError(f"{where}: expected a JSON object, got {type(value).__name__}")
 
 
-def spans(doc: Any, where: str, *, utf8_text: bool = False) -> Iterator[SpanRecord]:
+def spans(doc: Any, where: str, *, utf8_text: bool = False) -> list[SpanRecord]:
     """The spans of one ``ExportTraceServiceRequest`` document.
 
     ``utf8_text``: the caller knows every string in ``doc`` encodes as UTF-8 and no value
-    is bytes (see ``utf8_text``), so records skip ``records.clean``.
+    is bytes (see ``utf8_text``), so records skip ``records.clean``. Where an error is is
+    formatted only when there is one.
     """
     make, make_event = (unchecked_span_record, unchecked_span_event) if utf8_text else (SpanRecord, SpanEvent)
+    out: list[SpanRecord] = []
+    append = out.append
     doc = _object(doc, where)
-    for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", f"{where}: ExportTraceServiceRequest")):
-        r_where = f"{where}: resourceSpans[{r}]"
-        resource_spans = _object(resource_spans, r_where)
-        resource = resource_metadata(attributes((resource_spans.get("resource") or {}).get("attributes"), f"{r_where}.resource"))
-        for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans", r_where)):
-            s_where = f"{r_where}.scopeSpans[{s}]"
-            scope_spans = _object(scope_spans, s_where)
-            scope_name = str((scope_spans.get("scope") or {}).get("name") or "")
-            for p, span in enumerate(_list(scope_spans, "spans", "spans", s_where)):
-                try:
-                    yield _span(span, scope_name, resource, make, make_event)
-                except OTLPDecodeError as exc:  # where it is, formatted only when it fails
-                    raise OTLPDecodeError(f"{s_where}.spans[{p}]{exc}") from None
+    r = s = p = -1
+    try:
+        for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", "")):
+            s = p = -1
+            if type(resource_spans) is not dict:
+                _object(resource_spans, "")
+            resource = resource_spans.get("resource")
+            resource = resource_metadata(attributes(resource.get("attributes"), ".resource")) if resource else NO_RESOURCE
+            for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans", "")):
+                p = -1
+                if type(scope_spans) is not dict:
+                    _object(scope_spans, "")
+                scope = scope_spans.get("scope")
+                scope_name = str(scope.get("name") or "") if scope else ""
+                for p, span in enumerate(_list(scope_spans, "spans", "spans", "")):
+                    append(_span(span, scope_name, resource, make, make_event))
+    except OTLPDecodeError as exc:
+        raise OTLPDecodeError(f"{where}: {_location(r, s, p)}{exc}") from None
+    return out
+
+
+def _location(r: int, s: int, p: int) -> str:
+    """Where in an ``ExportTraceServiceRequest`` the walk stopped (-1: not that deep)."""
+    if r < 0:
+        return "ExportTraceServiceRequest"
+    return f"resourceSpans[{r}]" + (f".scopeSpans[{s}]" if s >= 0 else "") + (f".spans[{p}]" if p >= 0 else "")
 
 
 def log_records(doc: Any, where: str) -> Iterator[LogRecordData]:
