@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 TICK_SECONDS = 0.1
 MAX_ABANDONED_WORKERS = 8
+EMIT_GRACE_SECONDS = 1.0
+"""How long ``stop`` waits for runs being handed to the sinks (a sink that blocks is a bug: bounded anyway)."""
 
 
 @dataclass
@@ -100,6 +102,8 @@ class Stages:
         self.run_labels = run_labels
         self.log_once = log_once
         self.stopping = False
+        self.emitting = 0
+        """Runs evaluated and being handed to the sinks: neither lost nor counted evaluated yet."""
         self._abandoned = 0
         self._worker_numbers = 0
 
@@ -206,6 +210,11 @@ class Stages:
         with self.lock:
             self.stopping = True
             lost = self._abandon(self.deterministic), self._abandon(self.judge)
+            # A run being handed to the sinks is counted evaluated once they have it (non-blocking: microseconds):
+            # waited for, so that the figures read after ``stop`` add up.
+            deadline = time.monotonic() + EMIT_GRACE_SECONDS
+            while self.emitting and (remaining := deadline - time.monotonic()) > 0:
+                self.idle.wait(remaining)
         return lost
 
     def _abandon(self, stage: Stage) -> int:
@@ -249,7 +258,13 @@ class Stages:
             if worker.abandoned:
                 return  # shutdown gave up on this job and counted it
             worker.job = None  # from here on the job is emitted, not lost
-        self._emit(job, worker.stage.phase)
+            self.emitting += 1
+        try:
+            self._emit(job, worker.stage.phase)
+        finally:
+            with self.lock:
+                self.emitting -= 1
+                self.idle.notify_all()
 
     def _evaluate(self, worker: Worker, job: Job) -> bool:
         """Run the job's evaluators from ``job.next_index``; False when the worker was abandoned."""

@@ -298,6 +298,33 @@ SIGTERM_APP = textwrap.dedent('''
 ''')
 
 
+def test_a_run_being_handed_to_the_sinks_at_the_deadline_is_counted_before_shutdown_returns() -> None:
+    """The drain deadline passes while a worker hands a finished run to the sinks: that run is neither
+    lost nor evaluated until they have it, so ``shutdown`` waits for it (briefly) before returning, and
+    the figures read right after add up (a SIGTERM handler prints them and exits)."""
+
+    class SlowSink(RecordingSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered, self.release = threading.Event(), threading.Event()
+
+        def emit(self, evaluated: EvaluatedTrace) -> None:
+            self.entered.set()
+            self.release.wait(10)
+            super().emit(evaluated)
+
+    provider, processor, _ = make_processor([LoopDetection()])
+    sink = SlowSink()
+    processor.pipeline.sinks.append(sink)
+    run_agent(provider.get_tracer("app"))
+    assert sink.entered.wait(HANG_GUARD)
+    threading.Timer(0.3, sink.release.set).start()  # the sink takes the run after the drain deadline
+    processor.shutdown(timeout_millis=50)
+    stats = processor.stats
+    assert stats.traces_evaluated.total() + stats.dropped.get("shutdown") == 1
+    assert stats.traces_evaluated.total() == 1 and sink.trace_ids()
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigterm_during_evaluation_drains_or_counts_every_buffered_trace(tmp_path: Any) -> None:
     n = 40  # 40 runs x 0.1 s of evaluation: far more than the 1 s shutdown allows
