@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
+from otel_agent_eval.sinks.otlp_export import EXPORT_BATCH
 from tests.serve.server_process import Receiver, ServerProcess, wait_for
 
 TRACES = 2500
@@ -78,8 +79,13 @@ def test_sigterm_drain_evaluates_and_exports_every_buffered_trace_or_counts_it(
     assert exported_runs <= sent
     assert len(exported_runs) == len(receiver.evaluation_spans())  # each run exported at most once
     not_exported = report["not_exported"]
-    assert len(exported_runs) + not_exported["spans"] == evaluated, report
-    assert len(receiver.results()) + not_exported["log_records"] == EVALUATORS * evaluated, report
+    # Every emitted result is exported or counted. A request in flight at the drain deadline counts as
+    # not exported (its answer came too late) though the receiver may still get it (README, "Result
+    # export"): then, and only then, a result is in both figures; one export batch per signal at most.
+    in_flight = 0 if export_queue is None else min(EXPORT_BATCH, export_queue)
+    for received, missing, emitted in ((len(exported_runs), not_exported["spans"], evaluated),
+                                       (len(receiver.results()), not_exported["log_records"], EVALUATORS * evaluated)):
+        assert emitted <= received + missing <= emitted + in_flight, report
     assert report["exported"] is (not_exported == {"spans": 0, "log_records": 0})
     if export_queue is None:
         assert report["exported"] is True
