@@ -172,16 +172,12 @@ class TraceAssembly(TraceIndex):
         # Where each call hangs: its agent, an enclosing call of its kind. The children of one span share
         # one ``Above``: what it says is looked up once per parent, not once per call.
         above_of = self.above
-        placed, shared = self._nearest, self._below
         last = None
         for op in ordered:
             kind = op.kind
             if kind != LLM and kind != TOOL and kind != STEP:
                 continue
-            # ``above``'s common case inlined: a sibling placed already (see ``TraceIndex.above``)
-            above = placed.get(op.span_id) or (shared.get(op.record.parent_span_id) if placed else None)
-            if above is None:
-                above = above_of(op.span_id)
+            above = above_of(op.span_id)
             if above is not last:
                 last = above
                 agent = above.kinds.get(AGENT)
@@ -291,12 +287,11 @@ class TraceAssembly(TraceIndex):
             drafts = [StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
         index = DraftIndex.of(drafts)
-        placed = self._nearest
         by_call_id = index.by_call_id
         for tool in scope.tools:  # in start order, as ``run`` collected them
             call_ids = tool.tool_call_ids
             if len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined: the open call of its id
-                above = (placed.get(tool.span_id) or self.above(tool.span_id)).kinds  # placed by ``run``
+                above = self.above(tool.span_id).kinds  # placed by ``run``
                 if STEP not in above and LLM not in above:
                     for position, call in by_call_id.get(call_ids[0], ()):
                         if call.requested and not call.executed:
@@ -422,7 +417,7 @@ class TraceAssembly(TraceIndex):
         self, tool: Operation, drafts: list[StepDraft], index: DraftIndex
     ) -> tuple[StepDraft, CallDraft | None]:
         """The draft a tool span goes to, and the call it fulfils there when that is known already."""
-        above = (self._nearest.get(tool.span_id) or self.above(tool.span_id)).kinds  # placed by ``run``
+        above = self.above(tool.span_id).kinds  # placed by ``run``
         step = above.get(STEP)
         if step is not None and step[1].span_id in index.by_step:
             return index.by_step[step[1].span_id], None

@@ -31,7 +31,7 @@ class TraceIndex:
         self.hints: set[str] = set()
         """The rule hints (``HINT_FIELDS``) some operation sets, and "agent" when there is an agent."""
         self._ancestors: dict[int, list[int]] = {}
-        self._nearest: dict[int, Above] = {}
+        self._placed: dict[int, Above] = {}
         """``above`` of the spans placed so far; emptied when the operations change."""
         self._below: dict[int, Above] = {}
         """Span id -> the ``above`` its children share."""
@@ -60,8 +60,8 @@ class TraceIndex:
         for name in HINT_FIELDS:
             if getattr(op, name):
                 self.hints.add(name)
-        if self._nearest:
-            self._nearest.clear()
+        if self._placed:
+            self._placed.clear()
 
     def remove(self, span_ids: list[int]) -> None:
         for span_id in span_ids:
@@ -70,7 +70,7 @@ class TraceIndex:
             if not self.kinds[kind]:  # type: ignore[index]
                 del self.kinds[kind]  # type: ignore[arg-type]
         if span_ids:
-            self._nearest.clear()
+            self._placed.clear()
 
     def ancestors(self, span_id: int) -> list[int]:
         """Known ancestors, nearest first; cycles and missing parents end the walk."""
@@ -92,11 +92,11 @@ class TraceIndex:
         """Where a span hangs: its depth, per kind the nearest ancestor operation (with its depth), its
         local root. Made once per span, from its parent's: a span's ancestors are its parent's plus the
         parent, so the children of one span share one ``Above`` and nothing walks up per span."""
-        placed = self._nearest
+        placed = self._placed
         found = placed.get(span_id)
         if found is None:
             # ``_below`` is true while anything is placed: both are made together, and a change of the
-            # operations empties ``_nearest``.
+            # operations empties ``_placed``.
             found = self._below.get(self.records[span_id].parent_span_id) if placed else None  # type: ignore[arg-type]
             if found is not None:
                 placed[span_id] = found  # the common case: a sibling placed already
@@ -107,7 +107,7 @@ class TraceIndex:
     def _place(self, span_id: int) -> Above:
         """``above`` of a span and of its ancestors not yet placed: up to a placed one or the root, then down."""
         records = self.records
-        placed = self._nearest
+        placed = self._placed
         below = self._below
         if not placed:
             below.clear()  # made for operations since changed
@@ -149,7 +149,7 @@ class TraceIndex:
             op = self.ops.get(ancestor)
             if op is not None and op.kind not in kinds:
                 kinds[op.kind] = (-distance - 1, op)  # type: ignore[index]
-        found = self._nearest[span_id] = Above(0, kinds, chain[-1] if chain else span_id, walked=True)
+        found = self._placed[span_id] = Above(0, kinds, chain[-1] if chain else span_id, walked=True)
         return found
 
     def nearest(self, span_id: int, kind: str, stop: int | None = None) -> Operation | None:

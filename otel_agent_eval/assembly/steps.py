@@ -125,24 +125,8 @@ class StepDraft:
 
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
-        """``from_step(None, [llm])``: the step of a model call with no step span (the common case)."""
-        draft = cls(llm.record.start_time_unix_nano, llm, [llm])
-        calls = draft.calls
-        seen: set[str] | None = None
-        for message in llm.output_messages or ():
-            for call in message.tool_calls:
-                call_id = call.call_id
-                if call_id is not None:
-                    if seen is None:
-                        seen = {call_id}
-                    elif call_id in seen:
-                        continue
-                    else:
-                        seen.add(call_id)
-                calls.append(CallDraft(call.name, call.arguments, call_id))
-        draft.text = text = output_text(llm.output_messages)
-        draft.calls_in_text = not calls and bool(text)
-        return draft
+        """The step of a model call with no step span (the common case)."""
+        return cls.from_step(None, [llm])
 
     @classmethod
     def from_step(cls, step: Operation | None, llms: list[Operation]) -> StepDraft:
@@ -213,7 +197,7 @@ class StepDraft:
             self.calls.append(call)
         record = tool.record
         call.executed = True
-        call.span_id = span_hex = "%016x" % tool.span_id  # noqa: UP031 (``span_id_hex``, inlined)
+        call.span_id = span_hex = span_id_hex(tool.span_id)
         self.tool_span_hexes.append(span_hex)
         call.start_time_unix_nano = record.start_time_unix_nano
         call.end_time_unix_nano = record.end_time_unix_nano
@@ -238,12 +222,9 @@ class StepDraft:
         calls = self.calls
         step = self.step
         llms = self.llms
-        if step is None and len(llms) == 1:  # ``span_id_hex``, inlined: once per span
-            span_ids = ["%016x" % llms[0].span_id, *self.tool_span_hexes]  # noqa: UP031
-        else:
-            span_ids = ["%016x" % step.span_id] if step else []  # noqa: UP031
-            span_ids += ["%016x" % o.span_id for o in llms]  # noqa: UP031
-            span_ids += self.tool_span_hexes
+        span_ids = [span_id_hex(step.span_id)] if step else []
+        span_ids += [span_id_hex(o.span_id) for o in llms]
+        span_ids += self.tool_span_hexes
         if llm is None:
             thought = output = model = error = None
         else:

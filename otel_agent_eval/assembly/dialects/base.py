@@ -422,7 +422,7 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
     return None
 
 
-WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
+_WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
 """Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
 
 
@@ -435,7 +435,7 @@ def unwrap_tool_payload(value: Any) -> Any:
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
     ``value`` is plain already (as ``parse_json_value`` and ``maybe_json`` return it).
     """
-    if not isinstance(value, dict) or WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
+    if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
     message = tool_message(value)
     if message is not None:

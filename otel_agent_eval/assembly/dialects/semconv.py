@@ -18,7 +18,6 @@ from .base import (
     STEP,
     TOOL,
     WORKFLOW,
-    WRAPPER_KEYS,
     Message,
     NOT_SPECIFIED,
     Operation,
@@ -191,12 +190,12 @@ def _extract_tool(record: SpanRecord, op: Operation) -> None:
         arguments = get("gen_ai.tool.call.arguments")
         if arguments is not None and arguments != "" and arguments != NOT_SPECIFIED:  # ``present``, inlined
             arguments = parse_json_value(arguments, "gen_ai.tool.call.arguments", issues)
-            op.tool_arguments = unwrap_tool_payload(arguments) if type(arguments) is dict and not WRAPPER_KEYS.isdisjoint(arguments) else arguments
+            op.tool_arguments = unwrap_tool_payload(arguments)
     if op.tool_result is None:
         result = get("gen_ai.tool.call.result")
         if result is not None and result != "" and result != NOT_SPECIFIED:
             result = maybe_json(result, "gen_ai.tool.call.result", issues)
-            op.tool_result = unwrap_tool_payload(result) if type(result) is dict and not WRAPPER_KEYS.isdisjoint(result) else result
+            op.tool_result = unwrap_tool_payload(result)
     # Tool spans that record their content as messages (Strands latest mode): a tool_call
     # part holds the arguments, a tool_call_response part the result.
     if op.input_known or op.output_messages:  # else the common case: content in the tool attributes
