@@ -69,6 +69,8 @@ class Receiver:
         self.lock = threading.Lock()
         self.spans: list[dict[str, Any]] = []
         self.logs: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        """Every request as received: path, headers (lower-case names), body (decompressed)."""
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver.lock:
+                    receiver.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 if self.path == "/v1/traces":
                     receiver._traces(ExportTraceServiceRequest.FromString(body))
                     reply = ExportTraceServiceResponse().SerializeToString()
