@@ -103,24 +103,70 @@ MAX_CACHED_KEYS = 4096
 """Attribute keys kept encoded (they recur: a few per evaluator); beyond, keys are encoded each time."""
 
 
-def key_value(key: str, value: Any) -> bytes:
-    """The ``KeyValue`` message's bytes (without its own tag)."""
+def _key(key: str) -> bytes:
+    """A ``KeyValue``'s key field."""
     encoded = _KEYS.get(key)
     if encoded is None:
         encoded = _text(b"\x0a", key) if key else b""
         if len(_KEYS) < MAX_CACHED_KEYS:
             _KEYS[key] = encoded
-    return encoded + _field(b"\x12", any_value(value))
+    return encoded
+
+
+def key_value(key: str, value: Any) -> bytes:
+    """The ``KeyValue`` message's bytes (without its own tag)."""
+    return _key(key) + _field(b"\x12", any_value(value))
+
+
+_FIELDS: dict[tuple[bytes, str, type, Any], bytes] = {}
+MAX_CACHED_FIELDS = 4096
+"""Whole attribute fields kept encoded: most values recur (names, labels, scores, counts, explanations);
+emptied when full, so values seen once (result ids, span ids) cannot crowd out the rest for long."""
+MAX_CACHED_TEXT = 256
+_SCALARS = frozenset((str, float, bool, int))
 
 
 def attributes(tag: bytes, values: Mapping[str, Any]) -> bytes:
-    """Repeated ``KeyValue`` fields under ``tag``; a value the SDK could not encode is left out, as it does."""
+    """Repeated ``KeyValue`` fields under ``tag``; a value the SDK could not encode is left out, as it does.
+
+    This loop is most of the sink's cost: a field seen before is one look-up (the value's type is
+    part of the key: ``1 == 1.0 == True``), else ``key_value`` is spelled out for the common types.
+    """
     out = []
+    small = _SMALL
+    fields = _FIELDS
     for key, value in values.items():
-        try:
-            out.append(_field(tag, key_value(key, value)))
-        except TypeError:
-            _logger.exception("Failed to encode key %s", key)
+        kind = type(value)
+        cached = ((tag, key, kind, value) if kind in _SCALARS and (kind is not str or len(value) <= MAX_CACHED_TEXT)
+                  else None)
+        if cached is not None:
+            field = fields.get(cached)
+            if field is not None:
+                out.append(field)
+                continue
+        if kind is str:
+            text = value.encode("utf-8")
+            n = len(text)
+            encoded = b"\x0a" + (small[n] if n < 128 else _varint(n)) + text
+        elif kind is float:
+            encoded = b"\x21" + _pack_double(value)
+        elif kind is bool:
+            encoded = b"\x10\x01" if value else b"\x10\x00"
+        else:
+            try:
+                encoded = any_value(value)
+            except TypeError:  # the SDK logs such a value and leaves it out
+                _logger.exception("Failed to encode key %s", key)
+                continue
+        n = len(encoded)
+        pair = _key(key) + b"\x12" + (small[n] if n < 128 else _varint(n)) + encoded
+        n = len(pair)
+        field = tag + (small[n] if n < 128 else _varint(n)) + pair
+        out.append(field)
+        if cached is not None:
+            if len(fields) >= MAX_CACHED_FIELDS:
+                fields.clear()
+            fields[cached] = field
     return b"".join(out)
 
 
