@@ -6,8 +6,8 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
 
 - the server: admission off (``MAX_TRACES_PER_SECOND=0``), no evaluation rate cap, queues large
   enough that nothing is dropped (checked: the run fails if anything is), the four default
-  deterministic evaluators, results exported over OTLP/HTTP to a receiver in this process (so
-  the result export's CPU is in the figure);
+  deterministic evaluators, results exported over OTLP/HTTP (``--export-protocol grpc``: gRPC) to
+  a receiver in this process (so the result export's CPU is in the figure);
 - the clients: 4 threads of the real OpenTelemetry Python exporters, each ``export()``-ing
   512-span batches of ``ReadableSpan``s (whole agent runs under an HTTP root, made once by the
   real SDK running the demo's scripted agents): ``OTLPSpanExporter`` http/protobuf and gRPC.
@@ -60,7 +60,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from otel_agent_eval.cli.demo import SCENARIOS  # noqa: E402
-from tests.serve.server_process import Receiver  # noqa: E402
+from tests.serve.server_process import GrpcReceiver, Receiver  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 SENDERS = 4
@@ -105,7 +105,8 @@ def otlp_json(batch: Sequence[ReadableSpan]) -> bytes:
 
 
 class Server:
-    def __init__(self, cpu: int | None, env: dict[str, str], export_to: str | None) -> None:
+    def __init__(self, cpu: int | None, env: dict[str, str], export_to: str | None,
+                 export_protocol: str = "http/protobuf") -> None:
         self.out = tempfile.NamedTemporaryFile("w+", suffix=".out", delete=False)
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         full_env.update(
@@ -119,7 +120,7 @@ class Server:
         )
         full_env.update(env)
         if export_to:
-            full_env.update(OTEL_EXPORTER_OTLP_ENDPOINT=export_to, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+            full_env.update(OTEL_EXPORTER_OTLP_ENDPOINT=export_to, OTEL_EXPORTER_OTLP_PROTOCOL=export_protocol)
 
         def pin() -> None:
             if cpu is not None:
@@ -233,9 +234,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
         time.sleep(interval)
 
 
-def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None) -> dict[str, Any]:
-    receiver = Receiver()
-    server = Server(cpu, {}, receiver.endpoint)
+def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None,
+            export_protocol: str = "http/protobuf") -> dict[str, Any]:
+    receiver = GrpcReceiver() if export_protocol == "grpc" else Receiver()
+    server = Server(cpu, {}, receiver.endpoint, export_protocol)
     try:
         items: list[Any] = [otlp_json(b) for b in batches] if kind == "http/json" else batches
         warmup = sender_factory(kind, server)()
@@ -427,6 +429,8 @@ def main() -> None:
     parser.add_argument("--transports", default="http/protobuf,grpc,http/json")
     parser.add_argument("--stages", action="store_true", help="CPU per stage on one thread instead (see above)")
     parser.add_argument("--rounds", type=int, default=3, help="--stages: rounds, best per stage")
+    parser.add_argument("--export-protocol", default="http/protobuf", choices=("http/protobuf", "grpc"),
+                        help="how serve exports its results to this process's receiver")
     args = parser.parse_args()
     count = 10 if args.quick else args.requests
     cpus: tuple[int | None, int | None] = (None, None)
@@ -443,9 +447,9 @@ def main() -> None:
         return
     print(f"  {spans} spans in {traces} traces ({spans / traces:.1f} spans/trace); server on CPU {cpus[0]}, "
           f"clients ({SENDERS} threads) on CPU {cpus[1]}; admission off, no rate cap, {EVALUATORS} deterministic "
-          f"evaluators, results exported over OTLP/HTTP", flush=True)
+          f"evaluators, results exported over OTLP {args.export_protocol}", flush=True)
     for kind in args.transports.split(","):
-        r = measure(kind, batches, spans, traces, cpus[0])
+        r = measure(kind, batches, spans, traces, cpus[0], args.export_protocol)
         goal = GOALS[kind]
         verdict = "met" if r["spans_per_cpu_s"] >= goal else "NOT met"
         print(f"{kind:<14} {r['spans_per_cpu_s']:>7} spans per CPU-second of serve (goal >= {goal}: {verdict}); "

@@ -86,6 +86,8 @@ def configured(endpoint: str | None, protocol: str | None, settings: Settings) -
     endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
     if not (endpoint or any(env.get(k) for k in endpoints)) or not (wants_traces or wants_logs):
         return None
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":  # the SDK providers would emit nothing
+        return None
     return Configured(endpoint, protocol or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip(),
                       wants_traces, wants_logs)
 
@@ -119,6 +121,9 @@ def otlp_providers(endpoint: str | None, protocol: str | None, settings: Setting
 
 
 Send = Callable[[bytes, int], bool]
+DIRECT_SAMPLERS = ("parentbased_always_on", "always_on", "")
+"""``OTEL_TRACES_SAMPLER`` values under which the SDK exports every evaluation span (what the direct
+path does); another sampler keeps the SDK path, which applies it."""
 
 
 def grpc_sender(exporter_class: Any, request_class: Any, kwargs: dict[str, Any]) -> tuple[Send, Callable[[], None]] | None:
@@ -176,9 +181,11 @@ def result_export(endpoint: str | None, protocol: str | None, settings: Settings
     else:
         spans = http_sender(span_exporter, config.span_kwargs) if config.traces else None
         logs = http_sender(log_exporter, config.log_kwargs) if config.logs else None
-    if (config.traces and spans is None) or (config.logs and logs is None):
-        _logger.warning("otel-agent-eval: the installed OTLP exporters have no seam for encoded requests; "
-                        "exporting results through the OpenTelemetry SDK")
+    sampler = os.environ.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip().lower()
+    if (config.traces and spans is None) or (config.logs and logs is None) or sampler not in DIRECT_SAMPLERS:
+        _logger.warning("otel-agent-eval: %s; exporting results through the OpenTelemetry SDK",
+                        f"OTEL_TRACES_SAMPLER={sampler}" if sampler not in DIRECT_SAMPLERS
+                        else "the installed OTLP exporters have no seam for encoded requests")
         for made in (spans, logs):
             if made is not None:
                 made[1]()

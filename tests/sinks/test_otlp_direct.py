@@ -10,13 +10,11 @@ in both paths (the evaluation span's id, a new trace's id, a log record's observ
 from __future__ import annotations
 
 import time
-from concurrent import futures
 from typing import Any
 
-import grpc
 import pytest
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.model import AgentStep, AgentTrace, EvalResult, EvaluatedTrace, ToolCall
@@ -24,35 +22,7 @@ from otel_agent_eval.serve.export import otlp_providers, result_export
 from otel_agent_eval.sinks.otel import OtelSink
 from otel_agent_eval.sinks.otlp_direct import DirectOtlpSink
 from otel_agent_eval.sinks.otlp_export import ExportTally, finish_export
-from tests.serve.server_process import Receiver
-
-
-class GrpcReceiver:
-    """OTLP/gRPC trace and log services on 127.0.0.1 keeping every request and its metadata."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, dict[str, str], bytes]] = []
-        receiver = self
-
-        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
-                receiver.requests.append(("/v1/traces", dict(context.invocation_metadata()), request.SerializeToString()))
-                return trace_service_pb2.ExportTraceServiceResponse()
-
-        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
-                receiver.requests.append(("/v1/logs", dict(context.invocation_metadata()), request.SerializeToString()))
-                return logs_service_pb2.ExportLogsServiceResponse()
-
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
-        self.endpoint = f"http://127.0.0.1:{port}"
-        self.server.start()
-
-    def close(self) -> None:
-        self.server.stop(0)
+from tests.serve.server_process import GrpcReceiver, Receiver
 
 
 def result(evaluator: str, label: str, score: float | None = None, **extra: Any) -> EvalResult:
@@ -195,3 +165,20 @@ def test_attribute_values_encode_as_the_sdk_encodes_them() -> None:
             encoded = Span.FromString(attributes(b"\x4a", {"k": value, "": value}))
             expected = Span(attributes=_encode_attributes({"k": value, "": value}))
             assert encoded == expected and encoded.SerializeToString() == expected.SerializeToString(), (round_, value)
+
+
+def test_a_sampler_keeps_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct path exports every evaluation span, as the SDK does under its default sampler; under
+    another ``OTEL_TRACES_SAMPLER`` the SDK path stays, so that the sampler applies."""
+    settings = Settings.load(env={})
+    sink, flushed = result_export("http://127.0.0.1:9", "http/protobuf", settings, ExportTally())
+    assert isinstance(sink, DirectOtlpSink)
+    for made in flushed:
+        made.shutdown()
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "traceidratio")
+    sink, flushed = result_export("http://127.0.0.1:9", "http/protobuf", settings, ExportTally())
+    assert isinstance(sink, OtelSink) and len(flushed) == 2
+    for made in flushed:
+        made.shutdown()
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert result_export("http://127.0.0.1:9", "http/protobuf", settings, ExportTally()) == (None, [])
