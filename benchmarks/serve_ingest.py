@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import json
 import os
 import subprocess
@@ -372,8 +373,8 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
         if otlp_direct is not None:
             spans, logs = Queue(), Queue()
             otel = otlp_direct.DirectOtlpSink(spans, logs)  # type: ignore[arg-type]
-            prefix = otlp_direct.resource_and_scope(resource)
-            encode_spans_now = encode_logs_now = lambda batch: otlp_direct.export_request(*prefix, batch)  # noqa: E731
+            encode_spans_now = encode_logs_now = functools.partial(otlp_direct.export_request,
+                                                                    *otlp_direct.resource_and_scope(resource))
             sink_stage = "OTel sink (direct encoding)"
         else:
             tracer_provider, logger_provider = TracerProvider(resource=resource), LoggerProvider(resource=resource)
@@ -381,8 +382,8 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
             tracer_provider.add_span_processor(spans)
             logger_provider.add_log_record_processor(logs)
             otel = OtelSink(tracer_provider, logger_provider)
-            encode_spans_now = lambda batch: encode_spans(batch).SerializePartialToString()  # noqa: E731
-            encode_logs_now = lambda batch: encode_logs(batch).SerializePartialToString()  # noqa: E731
+            encode_spans_now = lambda batch: encode_spans(batch).SerializePartialToString()
+            encode_logs_now = lambda batch: encode_logs(batch).SerializePartialToString()
             sink_stage = "OTel sink (SDK objects)"
         prometheus = PrometheusSink(CollectorRegistry(), PipelineStats(), RunLabels(100, 100))
         buffer = TraceBuffer(settle_delay=0, idle_timeout=60, max_age=60, max_traces=10**6, max_spans_per_trace=10**4,

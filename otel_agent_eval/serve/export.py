@@ -27,7 +27,12 @@ from typing import Any
 from ..config import Settings
 from ..sinks import Sink
 from ..sinks.otel import OtelSink
-from ..sinks.otlp_direct import DirectOtlpSink, ResultQueue, resource_and_scope, schedule_delay
+from ..sinks.otlp_direct import (
+    DirectOtlpSink,
+    ResultQueue,
+    resource_and_scope,
+    schedule_delay,
+)
 from ..sinks.otlp_export import (
     EXPORT_BATCH,
     ExportTally,
@@ -58,12 +63,20 @@ class Configured:
     def exporter_classes(self) -> tuple[Any, Any]:
         """The SDK's span and log exporter classes for the protocol."""
         if self.protocol == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+                OTLPLogExporter,
+            )
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter,
+            )
 
             return OTLPSpanExporter, OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+            OTLPLogExporter as HttpLogExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpanExporter,
+        )
 
         return HttpSpanExporter, HttpLogExporter
 
@@ -171,8 +184,12 @@ def result_export(endpoint: str | None, protocol: str | None, settings: Settings
     config = configured(endpoint, protocol, settings)
     if config is None:
         return None, []
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest,
+    )
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
     span_exporter, log_exporter = config.exporter_classes()
     if config.protocol == "grpc":

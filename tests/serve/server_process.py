@@ -154,7 +154,7 @@ class Receiver:
 class GrpcReceiver(Receiver):
     """The same receiver over OTLP/gRPC (``requests`` keep the call's metadata as headers)."""
 
-    def __init__(self) -> None:  # noqa: D107 - no HTTP server: Receiver's state and decoding only
+    def __init__(self) -> None:  # no HTTP server: Receiver's state and decoding only
         from concurrent import futures
 
         import grpc
@@ -170,13 +170,13 @@ class GrpcReceiver(Receiver):
                 receiver.requests.append((path, dict(context.invocation_metadata()), request.SerializeToString()))
 
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            def Export(self, request: Any, context: Any) -> Any:
                 record("/v1/traces", request, context)
                 receiver._traces(request)
                 return ExportTraceServiceResponse()
 
         class Logs(logs_service_pb2_grpc.LogsServiceServicer):
-            def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            def Export(self, request: Any, context: Any) -> Any:
                 record("/v1/logs", request, context)
                 receiver._logs(request)
                 return ExportLogsServiceResponse()

@@ -17,7 +17,13 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from otel_agent_eval.config import Settings
-from otel_agent_eval.model import AgentStep, AgentTrace, EvalResult, EvaluatedTrace, ToolCall
+from otel_agent_eval.model import (
+    AgentStep,
+    AgentTrace,
+    EvalResult,
+    EvaluatedTrace,
+    ToolCall,
+)
 from otel_agent_eval.serve.export import otlp_providers, result_export
 from otel_agent_eval.sinks.otel import OtelSink
 from otel_agent_eval.sinks.otlp_direct import DirectOtlpSink
