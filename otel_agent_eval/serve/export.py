@@ -164,6 +164,7 @@ def http_sender(exporter_class: Any, kwargs: dict[str, Any]) -> tuple[Send, Call
     exporter = exporter_class(**kwargs)
     client = getattr(exporter, "_client", None)
     if not callable(getattr(client, "export", None)):
+        exporter.shutdown()
         return None
     limit = getattr(exporter, "_max_request_size", 0) or 0
 

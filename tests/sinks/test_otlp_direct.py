@@ -188,3 +188,22 @@ def test_a_sampler_keeps_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
         made.shutdown()
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert result_export("http://127.0.0.1:9", "http/protobuf", settings, ExportTally()) == (None, [])
+
+
+def test_exporters_without_the_seam_are_detected() -> None:
+    """An exporter release without the http client or the gRPC hook: no direct sender (serve then
+    keeps the SDK path), rather than a failure at the first export."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from otel_agent_eval.serve.export import grpc_sender, http_sender
+
+    class WithoutClient(OTLPSpanExporter):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            del self._client
+
+        def shutdown(self) -> None:
+            pass
+
+    assert http_sender(WithoutClient, {"endpoint": "http://127.0.0.1:9/v1/traces"}) is None
+    assert grpc_sender(object, trace_service_pb2.ExportTraceServiceRequest, {}) is None
