@@ -6,8 +6,8 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
 
 - the server: admission off (``MAX_TRACES_PER_SECOND=0``), no evaluation rate cap, queues large
   enough that nothing is dropped (checked: the run fails if anything is), the four default
-  deterministic evaluators, results exported over OTLP/HTTP to a receiver in this process (so
-  the result export's CPU is in the figure);
+  deterministic evaluators, results exported over OTLP/HTTP (``--export-protocol grpc``: gRPC) to
+  a receiver in this process (so the result export's CPU is in the figure);
 - the clients: 4 threads of the real OpenTelemetry Python exporters, each ``export()``-ing
   512-span batches of ``ReadableSpan``s (whole agent runs under an HTTP root, made once by the
   real SDK running the demo's scripted agents): ``OTLPSpanExporter`` http/protobuf and gRPC.
@@ -24,9 +24,11 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
 The server is pinned to one CPU and the clients to another when there are two.
 
 ``--stages``: where the CPU goes, the same path on one thread without threads or HTTP
-(decode -> buffer -> assemble -> 4 evaluators -> Prometheus sink -> OTel sink, through the
-SDK, with serve's resource -> OTLP encoding of the results in 512-item batches, as the
-exporters do it), ``process_time`` per stage.
+(decode -> buffer -> assemble -> 4 evaluators -> Prometheus sink -> OTel sink -> OTLP requests of
+the results in 512-item batches), ``process_time`` per stage. The OTel sink is serve's own: its
+direct encoder (``sinks/otlp_direct.py``: each span and record encoded as it is emitted, the
+request joined from those bytes) or, on trees without it, the SDK's span and log objects with
+serve's resource, encoded by the SDK's OTLP encoders as its exporters do it.
 
 Usage:  python benchmarks/serve_ingest.py [--requests 40] [--quick] [--stages]
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import json
 import os
 import subprocess
@@ -58,7 +61,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from otel_agent_eval.cli.demo import SCENARIOS  # noqa: E402
-from tests.serve.server_process import Receiver  # noqa: E402
+from tests.serve.server_process import GrpcReceiver, Receiver  # noqa: E402
 
 SPANS_PER_REQUEST = 512
 SENDERS = 4
@@ -103,7 +106,8 @@ def otlp_json(batch: Sequence[ReadableSpan]) -> bytes:
 
 
 class Server:
-    def __init__(self, cpu: int | None, env: dict[str, str], export_to: str | None) -> None:
+    def __init__(self, cpu: int | None, env: dict[str, str], export_to: str | None,
+                 export_protocol: str = "http/protobuf") -> None:
         self.out = tempfile.NamedTemporaryFile("w+", suffix=".out", delete=False)
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         full_env.update(
@@ -117,7 +121,7 @@ class Server:
         )
         full_env.update(env)
         if export_to:
-            full_env.update(OTEL_EXPORTER_OTLP_ENDPOINT=export_to, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+            full_env.update(OTEL_EXPORTER_OTLP_ENDPOINT=export_to, OTEL_EXPORTER_OTLP_PROTOCOL=export_protocol)
 
         def pin() -> None:
             if cpu is not None:
@@ -231,9 +235,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
         time.sleep(interval)
 
 
-def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None) -> dict[str, Any]:
-    receiver = Receiver()
-    server = Server(cpu, {}, receiver.endpoint)
+def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None,
+            export_protocol: str = "http/protobuf") -> dict[str, Any]:
+    receiver = GrpcReceiver() if export_protocol == "grpc" else Receiver()
+    server = Server(cpu, {}, receiver.endpoint, export_protocol)
     try:
         items: list[Any] = [otlp_json(b) for b in batches] if kind == "http/json" else batches
         warmup = sender_factory(kind, server)()
@@ -351,20 +356,40 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
         for r in records:
             buffer.add(r, r.trace_id, r.is_local_root, 0.0)
 
+    try:
+        from otel_agent_eval.sinks import otlp_direct
+    except ImportError:  # a tree from before the direct encoder: the SDK path
+        otlp_direct = None  # type: ignore[assignment]
+
+    class Queue(list):  # type: ignore[type-arg]
+        """Stands in for ``ResultQueue``: keeps the encoded items."""
+
+        put = list.extend
+
     for _ in range(rounds):
         resource = Resource.create({"service.name": "otel-agent-eval"})
         if hasattr(otlp_export, "hashed_once"):  # as serve makes it (the benchmark also runs on older trees)
             resource = otlp_export.hashed_once(resource)
-        tracer_provider, logger_provider = TracerProvider(resource=resource), LoggerProvider(resource=resource)
-        spans, logs = Collect(), Collect()
-        tracer_provider.add_span_processor(spans)
-        logger_provider.add_log_record_processor(logs)
-        otel = OtelSink(tracer_provider, logger_provider)
+        if otlp_direct is not None:
+            spans, logs = Queue(), Queue()
+            otel = otlp_direct.DirectOtlpSink(spans, logs)  # type: ignore[arg-type]
+            encode_spans_now = encode_logs_now = functools.partial(otlp_direct.export_request,
+                                                                    *otlp_direct.resource_and_scope(resource))
+            sink_stage = "OTel sink (direct encoding)"
+        else:
+            tracer_provider, logger_provider = TracerProvider(resource=resource), LoggerProvider(resource=resource)
+            spans, logs = Collect(), Collect()
+            tracer_provider.add_span_processor(spans)
+            logger_provider.add_log_record_processor(logs)
+            otel = OtelSink(tracer_provider, logger_provider)
+            encode_spans_now = lambda batch: encode_spans(batch).SerializePartialToString()
+            encode_logs_now = lambda batch: encode_logs(batch).SerializePartialToString()
+            sink_stage = "OTel sink (SDK objects)"
         prometheus = PrometheusSink(CollectorRegistry(), PipelineStats(), RunLabels(100, 100))
         buffer = TraceBuffer(settle_delay=0, idle_timeout=60, max_age=60, max_traces=10**6, max_spans_per_trace=10**4,
                              on_drop=lambda reason, n: None)
         spent: dict[str, float] = dict.fromkeys(
-            ("decode", "buffer", "assemble", "evaluate", "prometheus sink", "OTel sink (SDK objects)", "OTLP encoding"), 0.0)
+            ("decode", "buffer", "assemble", "evaluate", "prometheus sink", sink_stage, "OTLP requests"), 0.0)
 
         def timed(stage: str, fn: Callable[..., Any], *args: Any, spent: dict[str, float] = spent) -> Any:
             started = time.process_time()
@@ -379,11 +404,11 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
             for run in timed("assemble", lambda records: flatten(assemble(records)), records):
                 evaluated = EvaluatedTrace(run, timed("evaluate", evaluate, run), {}, time.time_ns(), time.time_ns())
                 timed("prometheus sink", prometheus.emit, evaluated)
-                timed("OTel sink (SDK objects)", otel.emit, evaluated)
-        for collected, encode in ((spans, encode_spans), (logs, encode_logs)):
-            for i in range(0, len(collected.items), 512):
-                timed("OTLP encoding", lambda batch, encode: encode(batch).SerializePartialToString(),
-                      collected.items[i:i + 512], encode)
+                timed(sink_stage, otel.emit, evaluated)
+        for collected, encode in ((spans, encode_spans_now), (logs, encode_logs_now)):
+            items = collected if isinstance(collected, list) else collected.items
+            for i in range(0, len(items), 512):
+                timed("OTLP requests", encode, items[i:i + 512])
         for stage, seconds in spent.items():
             best[stage] = min(best.get(stage, seconds), seconds)
     return best
@@ -405,6 +430,8 @@ def main() -> None:
     parser.add_argument("--transports", default="http/protobuf,grpc,http/json")
     parser.add_argument("--stages", action="store_true", help="CPU per stage on one thread instead (see above)")
     parser.add_argument("--rounds", type=int, default=3, help="--stages: rounds, best per stage")
+    parser.add_argument("--export-protocol", default="http/protobuf", choices=("http/protobuf", "grpc"),
+                        help="how serve exports its results to this process's receiver")
     args = parser.parse_args()
     count = 10 if args.quick else args.requests
     cpus: tuple[int | None, int | None] = (None, None)
@@ -421,9 +448,9 @@ def main() -> None:
         return
     print(f"  {spans} spans in {traces} traces ({spans / traces:.1f} spans/trace); server on CPU {cpus[0]}, "
           f"clients ({SENDERS} threads) on CPU {cpus[1]}; admission off, no rate cap, {EVALUATORS} deterministic "
-          f"evaluators, results exported over OTLP/HTTP", flush=True)
+          f"evaluators, results exported over OTLP {args.export_protocol}", flush=True)
     for kind in args.transports.split(","):
-        r = measure(kind, batches, spans, traces, cpus[0])
+        r = measure(kind, batches, spans, traces, cpus[0], args.export_protocol)
         goal = GOALS[kind]
         verdict = "met" if r["spans_per_cpu_s"] >= goal else "NOT met"
         print(f"{kind:<14} {r['spans_per_cpu_s']:>7} spans per CPU-second of serve (goal >= {goal}: {verdict}); "

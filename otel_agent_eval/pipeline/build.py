@@ -128,12 +128,14 @@ def build_pipeline(
     global_providers: bool = True,
     judge_tracer_provider: Any = None,
     env: Mapping[str, str] | None = None,
+    result_sink: Sink | None = None,
 ) -> Built:
     """A pipeline (not started) from settings: evaluators, counters, run labels, the Prometheus sink and,
     when results can go out as telemetry, the OpenTelemetry sink.
 
     ``global_providers``: a provider left None means the global one (the in-process processor);
     otherwise None means "not emitted" (``serve`` without an export endpoint).
+    ``result_sink``: results go out through it instead (``serve``'s own OTLP export).
     """
     registry = registry if registry is not None else CollectorRegistry()
     evaluated = evaluation(settings, evaluators=evaluators, expectations=expectations, registry=registry, env=env,
@@ -143,7 +145,9 @@ def build_pipeline(
     sinks: list[Sink] = [PrometheusSink(registry, stats, run_labels)]
     emit_spans = settings.emit_spans and (global_providers or tracer_provider is not None)
     emit_logs = settings.emit_logs and (global_providers or logger_provider is not None)
-    if emit_spans or emit_logs:
+    if result_sink is not None:
+        sinks.append(result_sink)
+    elif emit_spans or emit_logs:
         sinks.append(OtelSink(tracer_provider, logger_provider, emit_spans=emit_spans, emit_logs=emit_logs))
     pipeline = Pipeline(settings, evaluated.evaluators, sinks, stats=stats, run_labels=run_labels)
     return Built(pipeline, evaluated, registry, exporting=len(sinks) > 1)

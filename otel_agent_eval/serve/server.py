@@ -67,7 +67,7 @@ from ..pipeline.build import build_pipeline
 from ..records import SpanRecord, event_name_of
 from ..sinks.otel import SCOPE_NAME
 from ..sinks.otlp_export import ExportTally, finish_export
-from .export import otlp_providers
+from .export import result_export
 from .metrics import ServerCollector, ServerStats
 from .otlp_grpc import grpc_server
 from .otlp_http import JSON, PROTOBUF, UvicornThread, admin_app, otlp_app
@@ -152,14 +152,13 @@ class EvalServer:
         s = self.settings
         self.server_stats = ServerStats()
         self.export_tally = ExportTally(on_failure=lambda n: self.stats.sink_errors.inc("otlp", amount=n))
+        result_sink = None
+        self._own_providers: list[Any] = []  # what finish_export flushes and shuts down
         if tracer_provider is None and logger_provider is None:
-            tracer_provider, logger_provider = otlp_providers(self.options.export_endpoint, self.options.export_protocol, s,
+            result_sink, self._own_providers = result_export(self.options.export_endpoint, self.options.export_protocol, s,
                                                              self.export_tally)
-            self._own_providers = [p for p in (tracer_provider, logger_provider) if p is not None]
-        else:
-            self._own_providers = []
         self._built = build_pipeline(s, evaluators=evaluators, registry=registry, tracer_provider=tracer_provider,
-                                     logger_provider=logger_provider, global_providers=False)
+                                     logger_provider=logger_provider, global_providers=False, result_sink=result_sink)
         self.registry = self._built.registry
         self.pipeline = self._built.pipeline
         self.stats = self.pipeline.stats

@@ -67,17 +67,24 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
         attributes["agent_eval.partial"] = True
     if t.spans_dropped:
         attributes["agent_eval.spans_dropped"] = t.spans_dropped
-    by_evaluator: dict[str, list[EvalResult]] = {}
+    worst: dict[str, tuple[str, float | None]] = {}  # per evaluator, in first-result order: worst label, lowest score
+    counts = dict.fromkeys(LABEL_RANK, 0)
     for result in evaluated.results:
-        by_evaluator.setdefault(result.evaluator, []).append(result)
-    for name, results in by_evaluator.items():
-        worst = min(results, key=lambda r: LABEL_RANK[r.label])
-        attributes[f"agent_eval.{name}.label"] = worst.label
-        scores = [r.score for r in results if r.score is not None]
-        if scores:
-            attributes[f"agent_eval.{name}.score"] = min(scores)
-    for label in LABEL_RANK:
-        attributes[f"agent_eval.results.{label}"] = sum(1 for r in evaluated.results if r.label == label)
+        label, score = result.label, result.score
+        counts[label] += 1
+        seen = worst.get(result.evaluator)
+        if seen is not None:
+            if LABEL_RANK[seen[0]] <= LABEL_RANK[label]:
+                label = seen[0]
+            if score is None or (seen[1] is not None and seen[1] <= score):
+                score = seen[1]
+        worst[result.evaluator] = (label, score)
+    for name, (label, score) in worst.items():
+        attributes[f"agent_eval.{name}.label"] = label
+        if score is not None:
+            attributes[f"agent_eval.{name}.score"] = score
+    for label, count in counts.items():
+        attributes[f"agent_eval.results.{label}"] = count
     return attributes
 
 

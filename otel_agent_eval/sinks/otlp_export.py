@@ -14,7 +14,8 @@ queue bound, shutdown deadline passed) are counted, in
 ``not_exported``. At shutdown (``finish_export``) the flush runs within the
 time left and is never waited on beyond it: once the tally is closed, what
 the exporters still hold (queued, or in a request the endpoint has not
-answered) is counted as not exported, and later answers change nothing.
+answered) is counted as not exported, and later answers change nothing. ``serve``'s own encoder (``otlp_direct.ResultQueue``) keeps the same
+tally behind the same bound; these wrappers serve its fallback to the SDK path.
 """
 
 from __future__ import annotations

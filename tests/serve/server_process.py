@@ -69,6 +69,8 @@ class Receiver:
         self.lock = threading.Lock()
         self.spans: list[dict[str, Any]] = []
         self.logs: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        """Every request as received: path, headers (lower-case names), body (decompressed)."""
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver.lock:
+                    receiver.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 if self.path == "/v1/traces":
                     receiver._traces(ExportTraceServiceRequest.FromString(body))
                     reply = ExportTraceServiceResponse().SerializeToString()
@@ -145,6 +149,46 @@ class Receiver:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class GrpcReceiver(Receiver):
+    """The same receiver over OTLP/gRPC (``requests`` keep the call's metadata as headers)."""
+
+    def __init__(self) -> None:  # no HTTP server: Receiver's state and decoding only
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        self.lock = threading.Lock()
+        self.spans, self.logs, self.requests = [], [], []
+        receiver = self
+
+        def record(path: str, request: Any, context: Any) -> None:
+            with receiver.lock:
+                receiver.requests.append((path, dict(context.invocation_metadata()), request.SerializeToString()))
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                record("/v1/traces", request, context)
+                receiver._traces(request)
+                return ExportTraceServiceResponse()
+
+        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                record("/v1/logs", request, context)
+                receiver._logs(request)
+                return ExportLogsServiceResponse()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)
+        self.endpoint = f"http://127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop(0)
 
 
 # --------------------------------------------------------------------------- server process
