@@ -138,6 +138,7 @@ def attributes(tag: bytes, values: Mapping[str, Any]) -> bytes:
     for key, value in values.items():
         kind = type(value)
         cached = ((tag, key, kind, value) if kind in _SCALARS and (kind is not str or len(value) <= MAX_CACHED_TEXT)
+                  and (kind is not float or value)  # 0.0 == -0.0 (one key), but their bytes differ
                   else None)
         if cached is not None:
             field = fields.get(cached)

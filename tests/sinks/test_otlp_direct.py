@@ -158,13 +158,13 @@ def test_direct_export_keeps_the_exporters_configuration(monkeypatch: pytest.Mon
 
 def test_attribute_values_encode_as_the_sdk_encodes_them() -> None:
     """Every value type, and values equal across types (``1 == 1.0 == True``) under one key: the
-    encoded-field cache must not hand one type's bytes to another."""
+    encoded-field cache must not hand one type's bytes to another, nor 0.0's to -0.0."""
     from opentelemetry.exporter.otlp.proto.common._internal import _encode_attributes
     from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
     from otel_agent_eval.sinks.otlp_direct import attributes
 
-    values: list[Any] = [1, 1.0, True, "1", 0, 0.0, False, "", -5, 2**63 - 1, -(2**63), 300, 1e300, "é✓" * 100,
+    values: list[Any] = [1, 1.0, True, "1", 0, 0.0, -0.0, False, "", -5, 2**63 - 1, -(2**63), 300, 1e300, "é✓" * 100,
                          "x" * 300, b"raw", [1, "a", 2.5, True], ("t",), {"k": 2, "n": {"m": [1]}}]
     for round_ in range(2):  # the second round from the cache
         for value in values:
