@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..isolation import EvaluationRun, evaluation_run, evaluation_scope
+from ..isolation import evaluation_scope, run_evaluator
 from ..model import AgentTrace, EvalResult, new_result, result_id
 from .view import RunView
 
@@ -65,12 +65,16 @@ class Evaluator(ABC):
         score): the score keeps its partial credit for dashboards, the label says
         whether the expectation was met.
         """
-        score = min(1.0, max(0.0, float(score)))
+        if type(score) is not float:
+            score = float(score)
+        if not 0.0 < score <= 1.0:  # as min(1, max(0, score)) gives it (0.0 for -0.0 and NaN)
+            score = min(1.0, max(0.0, score))
         threshold = self.threshold_for(trace)
         if passed is None:
             passed = score >= threshold
-        details = {**(details or {})}
-        details.setdefault("threshold", threshold)
+        details = dict(details) if details else {}
+        if "threshold" not in details:
+            details["threshold"] = threshold
         return self._result(trace, "pass" if passed else "fail", score, explanation, details)
 
     def skipped(
@@ -105,13 +109,13 @@ class Evaluator(ABC):
 def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalResult], bool]:
     """Run one evaluator; an exception or a wrong return type becomes an ``error`` result.
 
-    The evaluator runs under ``evaluation_run`` (see ``isolation.py``): whatever it
-    calls is neither exported by the app's default sampler nor evaluated.
+    The evaluator runs isolated (``run_evaluator``, see ``isolation.py``): whatever it
+    calls is neither exported by the app's default sampler nor evaluated, and what it leaves
+    attached does not reach the next evaluator.
     Returns the results and whether the evaluator failed (for error counters).
     """
     try:
-        with evaluation_run(EvaluationRun(evaluator.name, trace.trace_id, trace.agent_span_id)):
-            results = evaluator.evaluate(trace)
+        results = run_evaluator(evaluator.evaluate, trace, (evaluator.name, trace.trace_id, trace.agent_span_id))
         if not isinstance(results, list):
             raise TypeError(f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got {type(results).__name__}")
         for result in results:  # a loop, not all(): this runs for every evaluator on every trace
