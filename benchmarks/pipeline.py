@@ -3,8 +3,9 @@
 
 What is timed: ``flatten(assemble(records))`` followed by ``safe_evaluate`` of the
 four deterministic evaluators (tool_call_accuracy with a matching expectation,
-tool_failure_recovery, loop_detection, step_budget) on each agent run, in one
-``evaluation_scope`` per run as the pipeline's workers run them, in one
+tool_failure_recovery, loop_detection, step_budget) on each agent run, through
+``evaluate_run`` as the pipeline's workers run them (one isolation scope per run
+when an evaluator needs one: these four are ``telemetry_free``), in one
 thread, over pre-built ``SpanRecord``s (what the collector thread hands to
 assembly). No threads, no buffer, no sinks. Side by side, in the same rounds: the
 standard library's ``json.loads`` of the same traces' JSON-encoded attribute values

@@ -14,9 +14,12 @@ trace id and the *not sampled* flag, so that:
 
 That context and the thread mark are an ``evaluation_scope``: ``evaluation_run`` opens one of its own,
 unless it runs inside one that is still the current context (the pipeline's workers open one for all
-the evaluators of one agent run: entering it costs more than most evaluators). An evaluator that
-attached a context of its own and left it attached is not the scope's any more: the next evaluator
-then gets a scope of its own, so each still starts under the non-recording parent.
+the evaluators of one agent run: entering it costs more than most evaluators). ``run_evaluator`` (what
+``safe_evaluate`` calls) runs each evaluator of such a scope in a copy of the current context
+(``contextvars``): whatever it attaches or sets and leaves behind, even when it raises, dies with
+that copy, so the next evaluator, and the caller, start from the scope's context again. A context
+attached above the scope by other code makes the scope not hold: the evaluator then gets a scope of
+its own, so each still starts under the non-recording parent.
 
 The intake asks ``is_evaluator_telemetry`` only for a span or log record it would
 otherwise admit (a GenAI span of a trace not yet kept), never for ordinary spans.
@@ -34,8 +37,9 @@ import os
 import random
 import threading
 from collections import OrderedDict
-from contextvars import ContextVar
-from typing import NamedTuple
+from collections.abc import Callable
+from contextvars import ContextVar, copy_context
+from typing import Any, NamedTuple, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -102,7 +106,11 @@ class evaluation_scope:  # noqa: N801 - used like a function: ``with evaluation_
 
 
 _scope: ContextVar[evaluation_scope | None] = ContextVar("otel_agent_eval.evaluation_scope", default=None)
-_run: ContextVar[EvaluationRun | None] = ContextVar("otel_agent_eval.evaluation_run", default=None)
+_run: ContextVar[EvaluationRun | tuple[str, str, str | None] | None] = ContextVar("otel_agent_eval.evaluation_run", default=None)
+"""The current run: an ``EvaluationRun``, or its fields as a plain tuple (``run_evaluator``: made for
+every evaluator, read by few), which ``current_run`` turns into one."""
+
+_Result = TypeVar("_Result")
 
 
 class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_run(run):``
@@ -132,6 +140,22 @@ class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_ru
             self._own.__exit__()
 
 
+def run_evaluator(evaluate: Callable[[Any], _Result], argument: Any, run: tuple[str, str, str | None]) -> _Result:
+    """``evaluate(argument)`` as ``with evaluation_run(EvaluationRun(*run)):`` runs it, for one evaluator.
+
+    Inside an ``evaluation_scope`` that holds (one per agent run: ``evaluate_run``, the pipeline's
+    workers), the evaluator runs in a copy of the current context, with ``run`` as its current run:
+    what it leaves attached or set is dropped with the copy (see the module docstring). No object
+    and no ``with`` per evaluator: this runs for every evaluator on every agent run."""
+    scope = _scope.get()
+    if scope is not None and scope.holds():
+        context = copy_context()
+        context.run(_run.set, run)
+        return context.run(evaluate, argument)
+    with evaluation_run(EvaluationRun._make(run)):
+        return evaluate(argument)
+
+
 def _after_fork_in_child() -> None:
     """The forked child's own lock (a parent thread may have held this one) and no evaluator running."""
     global _lock
@@ -151,4 +175,5 @@ def is_evaluator_telemetry(trace_id: int | None) -> bool:
 
 def current_run() -> EvaluationRun | None:
     """The evaluator run of the current context, if any."""
-    return _run.get()
+    run = _run.get()
+    return run if run is None or type(run) is EvaluationRun else EvaluationRun._make(run)

@@ -175,20 +175,19 @@ def result_id(
     run (its agent span missing: the other half of a trace split by a ring change)
     gets an id of its own, so the two halves of one run never share one.
     """
-    parts = (trace_id, span_id or "", evaluator, version, judge) + (("partial",) if partial else ())
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+    text = f"{trace_id}\x1f{span_id or ''}\x1f{evaluator}\x1f{version}\x1f{judge}\x1fpartial" if partial else (
+        f"{trace_id}\x1f{span_id or ''}\x1f{evaluator}\x1f{version}\x1f{judge}")
+    return _sha256(text.encode()).hexdigest()[:32]
 
 
+_sha256 = hashlib.sha256
 _RESULT_FIELDS = frozenset(EvalResult.model_fields)
 _new_object = object.__new__
-_set_attribute = object.__setattr__
-
-
-def _str_keys(mapping: dict[Any, Any]) -> bool:
-    for key in mapping:
-        if type(key) is not str:
-            return False
-    return True
+_set_dict = object.__setattr__
+# BaseModel's slots, set through their descriptors: half the cost of ``object.__setattr__`` by name.
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def new_result(
@@ -208,18 +207,22 @@ def new_result(
         and type(explanation) is str and type(trace_id) is str and type(agent_name) is str and type(result_id) is str
         and (score is None or (type(score) is float and 0.0 <= score <= 1.0))
         and (span_id is None or type(span_id) is str) and (reason is None or type(reason) is str)
-        and type(details) is dict and _str_keys(details)
+        and type(details) is dict
     ):
-        result = _new_object(EvalResult)
-        _set_attribute(result, "__dict__", {
-            "evaluator": evaluator, "evaluator_version": evaluator_version, "score": score, "label": label,
-            "explanation": explanation, "details": details, "trace_id": trace_id, "span_id": span_id,
-            "agent_name": agent_name, "result_id": result_id, "reason": reason,
-        })
-        _set_attribute(result, "__pydantic_fields_set__", set(_RESULT_FIELDS))  # its own: assignment adds to it
-        _set_attribute(result, "__pydantic_extra__", None)
-        _set_attribute(result, "__pydantic_private__", None)
-        return result
+        for key in details:
+            if type(key) is not str:
+                break
+        else:
+            result = _new_object(EvalResult)
+            _set_dict(result, "__dict__", {
+                "evaluator": evaluator, "evaluator_version": evaluator_version, "score": score, "label": label,
+                "explanation": explanation, "details": details, "trace_id": trace_id, "span_id": span_id,
+                "agent_name": agent_name, "result_id": result_id, "reason": reason,
+            })
+            _set_fields_set(result, set(_RESULT_FIELDS))  # its own: assignment adds to it
+            _set_extra(result, None)
+            _set_private(result, None)
+            return result
     return EvalResult(
         evaluator=evaluator, evaluator_version=evaluator_version, score=score, label=label, explanation=explanation,
         details=details, trace_id=trace_id, span_id=span_id, agent_name=agent_name, result_id=result_id, reason=reason,

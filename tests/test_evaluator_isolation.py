@@ -35,7 +35,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tests.openai_server import FakeOpenAI, status
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, Settings, install, isolation
 from otel_agent_eval.evaluators import build_configured_evaluators
-from otel_agent_eval.evaluators.base import safe_evaluate
+from otel_agent_eval.evaluators import view
+from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolArgumentValidity, ToolCallAccuracy, ToolFailureRecovery
+from otel_agent_eval.evaluators.base import evaluate_run, safe_evaluate, telemetry_free
+from otel_agent_eval.evaluators.view import RunView, run_view
 from otel_agent_eval.isolation import EvaluationRun, evaluation_run, is_evaluator_telemetry
 from otel_agent_eval.records import OWN_SCOPE
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
@@ -424,3 +427,72 @@ def test_one_scope_for_a_runs_evaluators_still_isolates_each_one() -> None:
         assert run == EvaluationRun("observer", "ab" * 16, "cd" * 8)
     assert otel_context.get_current() is before
     assert isolation.current_run() is None and not is_evaluator_telemetry(None)
+
+
+class _Failing(Evaluator):
+    """Leaves an evaluation run of its own entered, a recording span's context attached and another
+    run's view open, then raises."""
+
+    name = "failing"
+
+    def __init__(self, provider: TracerProvider, other: AgentTrace) -> None:
+        super().__init__()
+        self.tracer, self.other = provider.get_tracer("failing"), other
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        evaluation_run(EvaluationRun("failing", "ef" * 16, None)).__enter__()
+        otel_context.attach(trace_api.set_span_in_context(self.tracer.start_span("leaked", context=Context())))
+        RunView(self.other).__enter__()
+        raise RuntimeError("broken")
+
+
+def test_a_failing_evaluator_cannot_break_the_others_of_its_run() -> None:
+    """``evaluate_run``: an evaluator that raises after leaving an evaluation run entered, a context
+    attached and a view open gets its ``error`` result; the evaluators after it still run isolated, as
+    their own run, with their results, and nothing it left survives the run."""
+    provider = TracerProvider()
+    trace = AgentTrace(trace_id="ab" * 16, agent_span_id="cd" * 8, agent_name="a")
+    first, after = _Observer(), _Observer()
+    before = otel_context.get_current()
+    results = evaluate_run([first, _Failing(provider, AgentTrace(trace_id="12" * 16)), after], trace)
+    assert [(r.evaluator, r.label) for r in results] == [("observer", "pass"), ("failing", "error"), ("observer", "pass")]
+    assert results[1].explanation == "RuntimeError: broken"
+    (seen_first,), (seen_after,) = first.seen, after.seen
+    assert seen_after[0] == seen_first[0] and not seen_after[1]  # the run's own non-recording parent
+    assert seen_after[2] == EvaluationRun("observer", "ab" * 16, "cd" * 8)
+    assert otel_context.get_current() is before
+    assert isolation.current_run() is None and not is_evaluator_telemetry(None)
+    assert run_view(trace).trace is trace and view._current.get() is None
+
+
+class _TracedLoopDetection(LoopDetection):
+    """A user's subclass of a built-in that does more: it starts a span of its own."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        super().__init__()
+        self.tracer, self.seen = provider.get_tracer("traced"), []
+
+    def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+        with self.tracer.start_as_current_span("evaluating") as span:
+            self.seen.append((span.is_recording(), is_evaluator_telemetry(None), isolation.current_run()))
+        return super().evaluate(trace)
+
+
+def test_telemetry_free_builtins_run_without_a_scope_and_their_subclasses_still_isolated() -> None:
+    """The built-in deterministic evaluators declare ``telemetry_free``: a run of only those opens no
+    isolation scope (no evaluation trace id, no thread mark). The declaration is not inherited: a
+    user's subclass runs isolated, in a scope ``evaluate_run`` opens for it."""
+    provider = TracerProvider()
+    trace = AgentTrace(trace_id="ab" * 16, agent_span_id="cd" * 8, agent_name="a")
+    builtins = [ToolCallAccuracy(), ToolFailureRecovery(), LoopDetection(), StepBudget(), ToolArgumentValidity()]
+    assert all(telemetry_free(e) for e in builtins)
+    scopes = len(isolation._trace_ids), next(reversed(isolation._trace_ids), None)
+    assert [r.label for r in evaluate_run(builtins, trace)] == ["skipped", "skipped", "pass", "skipped", "skipped"]
+    assert (len(isolation._trace_ids), next(reversed(isolation._trace_ids), None)) == scopes
+    traced = _TracedLoopDetection(provider)
+    assert not telemetry_free(traced)
+    results = evaluate_run([LoopDetection(), traced], trace)
+    assert [(r.evaluator, r.label) for r in results] == [("loop_detection", "pass")] * 2
+    assert traced.seen == [(False, True, EvaluationRun("loop_detection", "ab" * 16, "cd" * 8))]
+    assert next(reversed(isolation._trace_ids)) != scopes[1]  # the scope opened for it
+    assert not is_evaluator_telemetry(None)

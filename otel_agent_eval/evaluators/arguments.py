@@ -139,6 +139,7 @@ class ToolArgumentValidity(Evaluator):
     name = "tool_argument_validity"
     version = "1"
     default_threshold = 1.0
+    telemetry_free = True
 
     def __init__(self, tool_definitions: Sequence[Any] | None = None, threshold: float | None = None) -> None:
         super().__init__(threshold)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..isolation import EvaluationRun, evaluation_run, evaluation_scope
+from ..isolation import evaluation_scope, run_evaluator
 from ..model import AgentTrace, EvalResult, new_result, result_id
 from .view import RunView
 
@@ -28,12 +29,19 @@ class Evaluator(ABC):
 
     ``rules`` (expectation rules, set by the builders) may name a threshold for
     this evaluator: for the runs a rule matches, it overrides ``threshold``.
+
+    ``telemetry_free``, set in a class's own body (it is read there only, never inherited: a
+    subclass may do more), says that ``evaluate`` starts no span, writes no log record and reads
+    no context, so the isolation ``isolation.py`` gives (a non-recording parent, the thread mark,
+    the current run) has nothing to act on: such an evaluator runs without it, which costs more
+    than the built-in deterministic evaluators do.
     """
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     default_threshold: ClassVar[float] = 0.5
     needs_judge: ClassVar[bool] = False
+    telemetry_free: ClassVar[bool] = False
     rules: Sequence[ToolExpectation] = ()
 
     def __init__(self, threshold: float | None = None) -> None:
@@ -65,12 +73,16 @@ class Evaluator(ABC):
         score): the score keeps its partial credit for dashboards, the label says
         whether the expectation was met.
         """
-        score = min(1.0, max(0.0, float(score)))
+        if type(score) is not float:
+            score = float(score)
+        if not 0.0 < score <= 1.0:  # as min(1, max(0, score)) gives it (0.0 for -0.0 and NaN)
+            score = min(1.0, max(0.0, score))
         threshold = self.threshold_for(trace)
         if passed is None:
             passed = score >= threshold
-        details = {**(details or {})}
-        details.setdefault("threshold", threshold)
+        details = dict(details) if details else {}
+        if "threshold" not in details:
+            details["threshold"] = threshold
         return self._result(trace, "pass" if passed else "fail", score, explanation, details)
 
     def skipped(
@@ -105,13 +117,16 @@ class Evaluator(ABC):
 def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalResult], bool]:
     """Run one evaluator; an exception or a wrong return type becomes an ``error`` result.
 
-    The evaluator runs under ``evaluation_run`` (see ``isolation.py``): whatever it
-    calls is neither exported by the app's default sampler nor evaluated.
+    The evaluator runs isolated (``run_evaluator``, see ``isolation.py``), unless it is
+    ``telemetry_free``: whatever it calls is neither exported by the app's default sampler nor
+    evaluated, and what it leaves attached does not reach the next evaluator.
     Returns the results and whether the evaluator failed (for error counters).
     """
     try:
-        with evaluation_run(EvaluationRun(evaluator.name, trace.trace_id, trace.agent_span_id)):
+        if telemetry_free(evaluator):
             results = evaluator.evaluate(trace)
+        else:
+            results = run_evaluator(evaluator.evaluate, trace, (evaluator.name, trace.trace_id, trace.agent_span_id))
         if not isinstance(results, list):
             raise TypeError(f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got {type(results).__name__}")
         for result in results:  # a loop, not all(): this runs for every evaluator on every trace
@@ -125,11 +140,25 @@ def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalRes
 
 
 
+def telemetry_free(evaluator: Evaluator) -> bool:
+    """Is ``evaluator``'s class one that declares, in its own body, ``telemetry_free = True``?"""
+    return type(evaluator).__dict__.get("telemetry_free") is True
+
+
+def run_scope(evaluators: Sequence[Evaluator]) -> AbstractContextManager[object]:
+    """The isolation scope for the evaluators of one run: one ``evaluation_scope`` (entered once per
+    run, not once per evaluator), or none when every evaluator is ``telemetry_free``."""
+    for evaluator in evaluators:
+        if not telemetry_free(evaluator):
+            return evaluation_scope()
+    return nullcontext()
+
+
 def evaluate_run(evaluators: Sequence[Evaluator], trace: AgentTrace) -> list[EvalResult]:
-    """Every evaluator on one agent run, each through ``safe_evaluate``, in one ``evaluation_scope``
-    (entering the isolation context once per run, not once per evaluator, as the pipeline's workers do).
+    """Every evaluator on one agent run, each through ``safe_evaluate``, in one ``run_scope``, as
+    the pipeline's workers run them.
 
     The evaluators share one ``RunView`` of the trace (``view.py``): facts several of them read are
     computed once per run."""
-    with RunView(trace), evaluation_scope():
+    with RunView(trace), run_scope(evaluators):
         return [result for evaluator in evaluators for result in safe_evaluate(evaluator, trace)[0]]

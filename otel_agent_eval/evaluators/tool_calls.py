@@ -94,6 +94,7 @@ class ToolCallAccuracy(Evaluator):
     name = "tool_call_accuracy"
     version = "2"
     default_threshold = 1.0
+    telemetry_free = True
 
     def __init__(
         self,
@@ -129,23 +130,24 @@ class ToolCallAccuracy(Evaluator):
         names = view.names
         forbidden_tools, expected = rule.forbidden_tools, rule.expected_tools
         forbidden = sorted(set(names).intersection(forbidden_tools)) if forbidden_tools else []
-        details: dict[str, Any] = {"actual": list(names)}  # the result's own list, not the view's
+        details: dict[str, Any]
         if expected is not None:
             require_order, penalize_unexpected = rule.require_order, rule.penalize_unexpected
             score, matched, unexpected = tool_call_accuracy_score(
                 expected, view.calls, require_order, penalize_unexpected, names
             )
-            details.update(
-                expected=[e.name for e in expected], matched=matched, unexpected=unexpected,
-                require_order=require_order, penalize_unexpected=penalize_unexpected,
-            )
+            details = {
+                "actual": list(names),  # the result's own list, not the view's
+                "expected": [e.name for e in expected], "matched": matched, "unexpected": unexpected,
+                "require_order": require_order, "penalize_unexpected": penalize_unexpected,
+            }
             explanation = f"{matched} of {len(expected)} expected tool calls made"
             if require_order and matched < len(expected):
                 explanation += " in order"
             if unexpected:
                 explanation += f", {unexpected} unexpected"
         else:
-            score, explanation = 1.0, "no forbidden tool called"
+            score, explanation, details = 1.0, "no forbidden tool called", {"actual": list(names)}
         if forbidden:
             details["forbidden_called"] = forbidden
             return [self.scored(trace, 0.0, f"forbidden tool(s) called: {', '.join(forbidden)}", details, passed=False)]
@@ -172,6 +174,7 @@ class ToolFailureRecovery(Evaluator):
     name = "tool_failure_recovery"
     version = "2"
     default_threshold = 1.0
+    telemetry_free = True
 
     def __init__(
         self,

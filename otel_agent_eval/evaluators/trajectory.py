@@ -17,6 +17,7 @@ class LoopDetection(Evaluator):
     name = "loop_detection"
     version = "1"
     default_threshold = 1.0
+    telemetry_free = True
 
     def __init__(self, threshold_calls: int = 3, threshold: float | None = None) -> None:
         super().__init__(threshold)
@@ -58,6 +59,7 @@ class StepBudget(Evaluator):
     name = "step_budget"
     version = "1"
     default_threshold = 1.0
+    telemetry_free = True
 
     def __init__(self, max_steps: int = 20, threshold: float | None = None) -> None:
         super().__init__(threshold)

@@ -24,9 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..evaluators.base import Evaluator, safe_evaluate
+from ..evaluators.base import Evaluator, run_scope, safe_evaluate
 from ..evaluators.view import RunView
-from ..isolation import evaluation_scope
 from ..model import AgentTrace, EvalResult, EvaluatedTrace, Phase
 from ..sinks import Sink
 from .sampling import trace_id_sampled
@@ -251,7 +250,7 @@ class Stages:
 
     def _run_job(self, worker: Worker, job: Job) -> None:
         # One isolation context for the job's evaluators (``isolation.py``), one view of its run they share.
-        with RunView(job.trace), evaluation_scope():
+        with RunView(job.trace), run_scope(worker.stage.evaluators):
             if not self._evaluate(worker, job):
                 return
         with self.lock:
