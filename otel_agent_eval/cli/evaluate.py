@@ -20,19 +20,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
 from ..assembly import assemble
 from ..evaluators.base import Evaluator, safe_evaluate
-from ..experiments.stats_ci import Gate
 from ..metadata import NO_RESOURCE
 from ..model import AgentTrace, EvalResult
 from ..pipeline.completion import flatten
 from ..pipeline.conversations import stitch
 from ..records import LogRecordData, SpanRecord
+
+if TYPE_CHECKING:
+    from ..experiments.stats_ci import Gate
 
 
 @dataclass

@@ -84,6 +84,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _gates(args: argparse.Namespace) -> list[Gate]:
+    if not (args.gate or args.gate_lower_bound):
+        return []  # without importing experiments (and the SDK that its runner needs)
     from ..experiments.stats_ci import Gate
 
     return [Gate.parse(g) for g in args.gate] + [Gate.parse(g, lower_bound=True) for g in args.gate_lower_bound]
