@@ -1,19 +1,41 @@
-"""otel-agent-eval: online evaluation of LLM agents through OpenTelemetry."""
+"""otel-agent-eval: online evaluation of LLM agents through OpenTelemetry.
 
-from .assembly import assemble
-from .config import ConfigError, Settings
-from .evaluators import (
-    Evaluator,
-    ExpectedCall,
-    LoopDetection,
-    StepBudget,
-    ToolCallAccuracy,
-    ToolExpectation,
-    ToolFailureRecovery,
-)
-from .intake.processor import AgentEvalProcessor, install
-from .model import AgentStep, AgentTrace, EvalResult, TokenUsage, ToolCall
-from .records import SpanRecord
+The public names are imported on first use (PEP 562): ``python -m otel_agent_eval evaluate``
+imports this package but needs neither the processor nor the SDK and Prometheus client it
+brings in.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .assembly import assemble
+    from .config import ConfigError, Settings
+    from .evaluators import (
+        Evaluator,
+        ExpectedCall,
+        LoopDetection,
+        StepBudget,
+        ToolCallAccuracy,
+        ToolExpectation,
+        ToolFailureRecovery,
+    )
+    from .intake.processor import AgentEvalProcessor, install
+    from .model import AgentStep, AgentTrace, EvalResult, TokenUsage, ToolCall
+    from .records import SpanRecord
+
+_WHERE = {
+    ".assembly": ("assemble",),
+    ".config": ("ConfigError", "Settings"),
+    ".evaluators": ("Evaluator", "ExpectedCall", "LoopDetection", "StepBudget", "ToolCallAccuracy", "ToolExpectation",
+                    "ToolFailureRecovery"),
+    ".intake.processor": ("AgentEvalProcessor", "install"),
+    ".model": ("AgentStep", "AgentTrace", "EvalResult", "TokenUsage", "ToolCall"),
+    ".records": ("SpanRecord",),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 __all__ = [
     "AgentEvalProcessor", "AgentStep", "AgentTrace", "ConfigError", "EvalResult", "Evaluator", "ExpectedCall",
@@ -21,3 +43,16 @@ __all__ = [
     "ToolExpectation", "ToolFailureRecovery", "assemble", "install",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: later look-ups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,25 +8,33 @@ the judge client lets be in flight (``OTEL_AGENT_EVAL_JUDGE_CONCURRENCY``).
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import pickle
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
 
 from ..assembly import assemble
 from ..evaluators.base import Evaluator, safe_evaluate
-from ..experiments.stats_ci import Gate
 from ..metadata import NO_RESOURCE
 from ..model import AgentTrace, EvalResult
 from ..pipeline.completion import flatten
 from ..pipeline.conversations import stitch
 from ..records import LogRecordData, SpanRecord
+
+if TYPE_CHECKING:
+    from ..experiments.stats_ci import Gate
 
 
 @dataclass
@@ -280,11 +288,45 @@ def evaluate_files(
     groups = TraceGroups(max_buffered_records)
     agent_traces: list[AgentTrace] = []
     traces_read = 0
-    for records in read_traces(paths, groups):
-        traces_read += 1
-        agent_traces.extend(assemble(records))
+    with _collector_paused():
+        for records in read_traces(paths, groups):
+            traces_read += 1
+            agent_traces.extend(assemble(records))
     report = evaluate_traces(agent_traces, traces_read, evaluators, gates, judge_concurrency=judge_concurrency)
     return report, groups.stats
+
+
+def batch_collector() -> None:
+    """The cyclic collector's thresholds for a batch process (the command, a ``--jobs`` worker): it
+    allocates millions of long-lived objects and makes no cycles of note, so the collector's
+    passes would cost up to a third of the run at the default thresholds."""
+    gc.set_threshold(100_000, 50, 1000)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic collection while reading and assembling; what they made then joins the oldest
+    generation untraversed (``gc.freeze`` then ``gc.unfreeze``).
+
+    The records and runs they make live until the report is written, so every pass of the
+    collector traverses them all again for nothing (7 % of the command on a 5,000-run export,
+    even at ``batch_collector``'s thresholds). Reading makes no reference cycles; assembly
+    makes few (none on that export, 11,000 objects over the 9,000 traces of the test corpus,
+    less than the runs the report keeps anyway): they wait for a full collection. Left alone
+    when the process has frozen objects of its own (``unfreeze`` would release them).
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 JUDGE_BUDGET_VARIABLES = ("OTEL_AGENT_EVAL_JUDGE_BUDGET_TOKENS_PER_HOUR", "OTEL_AGENT_EVAL_JUDGE_BUDGET_USD_PER_HOUR")
@@ -333,6 +375,7 @@ def _evaluate_share(
     import os
 
     os.environ.update(budget)
+    batch_collector()
     evaluators, judge = build()
     try:
         concurrency = judge.settings.concurrency if judge is not None else 1
@@ -408,17 +451,39 @@ def print_text(report: Report, out: TextIO) -> None:
         print(f"GATE FAILED: {failure}", file=out)
 
 
-def to_json(report: Report) -> dict[str, Any]:
-    return {
+class _Run(TypedDict):
+    trace: AgentTrace
+    results: list[EvalResult]
+
+
+class _ReportDocument(TypedDict):
+    traces_read: int
+    traces_without_agent: int
+    agent_runs: list[_Run]
+    totals: dict[str, dict[str, Any]]
+    failed_gates: list[str]
+
+
+@functools.cache
+def _report_adapter() -> TypeAdapter[_ReportDocument]:
+    return TypeAdapter(_ReportDocument)
+
+
+def report_json(report: Report) -> bytes:
+    """The report as indented JSON (UTF-8), every run with its results.
+
+    Written by pydantic's serializer in one pass over the models, without the intermediate
+    Python objects of ``model_dump`` (a third cheaper than those dumped with orjson, and the
+    same bytes), whether orjson is installed or not.
+    """
+    document: _ReportDocument = {
         "traces_read": report.traces_read,
         "traces_without_agent": report.traces_without_agent,
-        "agent_runs": [
-            {"trace": trace.model_dump(mode="json"), "results": [r.model_dump(mode="json") for r in results]}
-            for trace, results in report.evaluated
-        ],
+        "agent_runs": [{"trace": trace, "results": results} for trace, results in report.evaluated],
         "totals": {
             name: {**dict(t.counts), "pass_rate": t.pass_rate, "mean_score": t.mean_score}
             for name, t in sorted(report.totals().items())
         },
         "failed_gates": report.failed_gates(),
     }
+    return _report_adapter().dump_json(document, indent=2)

@@ -205,7 +205,7 @@ def decode_traces_protobuf(data: bytes) -> list[SpanRecord]:
 def decode_traces_json(text: str | bytes) -> list[SpanRecord]:
     """Decode one OTLP/JSON ``ExportTraceServiceRequest`` document (see ``otlp_json``)."""
     where = "OTLP/JSON traces"
-    return list(otlp_json.spans(otlp_json.load(text, where), where, utf8_text=otlp_json.utf8_text(text)))
+    return otlp_json.spans(otlp_json.load(text, where), where, clean_text=otlp_json.CLEAN_TEXT)
 
 
 def _spans_or_error(req: ExportTraceServiceRequest, where: str) -> list[SpanRecord]:
@@ -283,9 +283,9 @@ def _iter_stream(stream: Any, p: Path) -> Iterator[Batch]:
         yield from _protobuf_stream(stream, str(p))
 
 
-def _json_batch(doc: Any, where: str, raw: bytes = b"") -> Batch:
+def _json_batch(doc: Any, where: str) -> Batch:
     logs = list(otlp_json.log_records(doc, where)) if type(doc) is dict and ("resourceLogs" in doc or "resource_logs" in doc) else []
-    return list(otlp_json.spans(doc, where, utf8_text=bool(raw) and otlp_json.utf8_text(raw))), logs
+    return otlp_json.spans(doc, where, clean_text=otlp_json.CLEAN_TEXT), logs
 
 
 def _json_stream(stream: Any, path: str) -> Iterator[Batch]:
@@ -304,10 +304,10 @@ def _json_stream(stream: Any, path: str) -> Iterator[Batch]:
             except otlp_json.JSON_ERRORS:
                 yield _json_batch(otlp_json.load(line + stream.read(), path), path)
                 return
-            yield _json_batch(doc, path if not stream.peek(1) else f"{path} line {number}", line)
+            yield _json_batch(doc, path if not stream.peek(1) else f"{path} line {number}")
             continue
         where = f"{path} line {number}"
-        yield _json_batch(otlp_json.load(line, where), where, line)
+        yield _json_batch(otlp_json.load(line, where), where)
 
 
 def _protobuf_stream(stream: Any, path: str) -> Iterator[Batch]:

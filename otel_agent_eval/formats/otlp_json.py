@@ -42,6 +42,10 @@ except ImportError:  # pragma: no cover - the standard library is the fallback
 parse: Any = _loads
 """The JSON parser in use (orjson's or the standard library's): bytes or str in, raises ``JSON_ERRORS``."""
 JSON_ERRORS = _JSON_ERRORS
+CLEAN_TEXT = _loads is not json.loads
+"""Whether every string the parser gives encodes as UTF-8: orjson refuses lone surrogates (escaped
+or not), the standard library accepts them. Span records from such documents need no
+``records.clean`` pass (see ``spans``)."""
 
 
 class OTLPDecodeError(ValueError):
@@ -56,13 +60,6 @@ _STATUSES = {0: STATUS_UNSET, 1: STATUS_OK, 2: STATUS_ERROR, "STATUS_CODE_UNSET"
 _REMOTE_BITS = 0x300
 """Flags: the parent's is-remote bit is known (0x100) and set (0x200)."""
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def utf8_text(raw: str | bytes) -> bool:
-    """Whether the document parsed from ``raw`` holds only UTF-8-clean text and no bytes values:
-    orjson refuses lone surrogates (the standard library accepts them), and only a
-    ``bytesValue`` gives bytes."""
-    return _loads is not json.loads and (b"bytes" if isinstance(raw, (bytes, bytearray)) else "bytes") not in raw
 
 
 def load(text: str | bytes, where: str) -> Any:
@@ -126,8 +123,12 @@ def _required_id(value: Any, size: int, where: str) -> int:
     return found
 
 
-def any_value(value: Any, where: str) -> Any:
-    """An ``AnyValue`` object -> a plain value (arrays as tuples, kvlists as dicts), as the SDK keeps them."""
+def any_value(value: Any, where: str, text: bool = False) -> Any:
+    """An ``AnyValue`` object -> a plain value (arrays as tuples, kvlists as dicts), as the SDK keeps them.
+
+    ``bytesValue`` gives bytes, or with ``text`` what ``records.clean`` makes of them (UTF-8,
+    invalid sequences replaced), as the protobuf reader does for span records.
+    """
     if type(value) is not dict:
         return None
     if "stringValue" in value:  # the commonest kinds first, without the table
@@ -138,11 +139,11 @@ def any_value(value: Any, where: str) -> Any:
             return int(found) if type(found) is str and found.isdecimal() else _int(found, where)
         found = value.get("arrayValue")
         if found is not None:
-            return _array(found, where)
+            return _array(found, where, text)
     for key, found in value.items():  # one key: the oneof
         read = _VALUE_READERS.get(key)
         if read is not None:
-            return read(found, where)
+            return read(found, where, text)
     return None
 
 
@@ -150,38 +151,41 @@ def _double(found: Any, where: str) -> float:
     return _SPECIAL_DOUBLES[found] if isinstance(found, str) and found in _SPECIAL_DOUBLES else float(found)
 
 
-def _bytes(found: Any, where: str) -> bytes:
+def _bytes(found: Any, where: str, text: bool) -> bytes | str:
     try:
-        return base64.b64decode(found, validate=True)
+        raw = base64.b64decode(found, validate=True)
     except (binascii.Error, TypeError, ValueError):
         raise OTLPDecodeError(f"{where}: bytesValue is not base64") from None
+    return raw.decode("utf-8", "replace") if text else raw
 
 
-def _array(found: Any, where: str) -> tuple[Any, ...]:
+def _array(found: Any, where: str, text: bool) -> tuple[Any, ...]:
     values = (found or {}).get("values")
     if not values:
         return ()
     try:
         return tuple([v["stringValue"] for v in values])  # the commonest: an array of strings
     except (KeyError, TypeError):
-        return tuple([any_value(v, where) for v in values])
+        return tuple([any_value(v, where, text) for v in values])
 
 
-def _kvlist(found: Any, where: str) -> dict[str, Any]:
-    return attributes((found or {}).get("values"), where)
+def _kvlist(found: Any, where: str, text: bool) -> dict[str, Any]:
+    return attributes((found or {}).get("values"), where, text)
 
 
 _VALUE_READERS: dict[str, Any] = {}
-for _names, _read in ((("stringValue", "string_value"), lambda found, where: found), (("intValue", "int_value"), _int),
-                      (("boolValue", "bool_value"), lambda found, where: bool(found)),
-                      (("doubleValue", "double_value"), _double), (("arrayValue", "array_value"), _array),
-                      (("kvlistValue", "kvlist_value"), _kvlist), (("bytesValue", "bytes_value"), _bytes)):
+for _names, _read in ((("stringValue", "string_value"), lambda found, where, text: found),
+                      (("intValue", "int_value"), lambda found, where, text: _int(found, where)),
+                      (("boolValue", "bool_value"), lambda found, where, text: bool(found)),
+                      (("doubleValue", "double_value"), lambda found, where, text: _double(found, where)),
+                      (("arrayValue", "array_value"), _array), (("kvlistValue", "kvlist_value"), _kvlist),
+                      (("bytesValue", "bytes_value"), _bytes)):
     _VALUE_READERS.update(dict.fromkeys(_names, _read))
-"""``AnyValue`` field (lowerCamelCase or proto name) -> its reader."""
+"""``AnyValue`` field (lowerCamelCase or proto name) -> its reader ``(found, where, text)``."""
 
 
-def attributes(items: Any, where: str) -> dict[str, Any]:
-    """A list of ``KeyValue`` objects -> a dict (a later duplicate key wins).
+def attributes(items: Any, where: str, text: bool = False) -> dict[str, Any]:
+    """A list of ``KeyValue`` objects -> a dict (a later duplicate key wins); ``text``: as ``any_value``.
 
     Well-formed lists are read in one comprehension (a string value without a call);
     anything it cannot take (a missing key or value, a key that is not a string, a bad
@@ -191,36 +195,36 @@ def attributes(items: Any, where: str) -> dict[str, Any]:
         return {}
     if type(items) is list:
         try:
-            out = {kv["key"]: (value["stringValue"] if "stringValue" in (value := kv["value"]) else any_value(value, ""))
+            out = {kv["key"]: (value["stringValue"] if "stringValue" in (value := kv["value"]) else any_value(value, "", text))
                    for kv in items}
             _join(out)  # every key a string: join raises TypeError otherwise
             return out
         except (KeyError, TypeError, OTLPDecodeError):
             pass
-    return _checked_attributes(items, where)
+    return _checked_attributes(items, where, text)
 
 
 _join = "".join
 
 
-def _checked_attributes(items: Any, where: str) -> dict[str, Any]:
+def _checked_attributes(items: Any, where: str, text: bool = False) -> dict[str, Any]:
     if type(items) is not list:
         raise OTLPDecodeError(f"{where}: attributes must be a list")
     out: dict[str, Any] = {}
     for kv in items:
-        key, value = _attribute(kv, where)
+        key, value = _attribute(kv, where, text)
         out[key] = value
     return out
 
 
-def _attribute(kv: Any, where: str) -> tuple[str, Any]:
+def _attribute(kv: Any, where: str, text: bool) -> tuple[str, Any]:
     """One ``KeyValue`` object, checked: any value type, a missing key or value."""
     if type(kv) is not dict:
         raise OTLPDecodeError(f"{where}: an attribute is not a {{key, value}} object")
     key = kv.get("key", "")  # proto3 JSON leaves out default values: a missing key is ""
     if type(key) is not str:
         raise OTLPDecodeError(f"{where}: an attribute key is not a string")
-    return key, any_value(kv.get("value"), f"{where}[{key}]")
+    return key, any_value(kv.get("value"), f"{where}[{key}]", text)
 
 
 def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
@@ -241,7 +245,7 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
             raise OTLPDecodeError(".events: expected a list")
         events = tuple([
             make_event(str(e.get("name") or ""), _int(_field(e, "timeUnixNano", "time_unix_nano"), f".events[{i}].timeUnixNano"),
-                       attributes(e.get("attributes"), f".events[{i}]"))
+                       attributes(e.get("attributes"), f".events[{i}]", True))
             if type(e) is dict else _not_object(f".events[{i}]", e)
             for i, e in enumerate(raw_events)
         ])
@@ -283,7 +287,7 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
         name=name if type(name) is str else str(name or ""),
         start_time_unix_nano=start,
         end_time_unix_nano=end or start,
-        attributes=attributes(get("attributes"), ""),
+        attributes=attributes(get("attributes"), "", True),
         events=events,
         status_code=_STATUSES.get(code, STATUS_UNSET),
         status_message=message,
@@ -298,14 +302,14 @@ def _not_object(where: str, value: Any) -> Any:
     raise OTLPDecodeError(f"{where}: expected a JSON object, got {type(value).__name__}")
 
 
-def spans(doc: Any, where: str, *, utf8_text: bool = False) -> list[SpanRecord]:
+def spans(doc: Any, where: str, *, clean_text: bool = False) -> list[SpanRecord]:
     """The spans of one ``ExportTraceServiceRequest`` document.
 
-    ``utf8_text``: the caller knows every string in ``doc`` encodes as UTF-8 and no value
-    is bytes (see ``utf8_text``), so records skip ``records.clean``. Where an error is is
-    formatted only when there is one.
+    ``clean_text``: every string in ``doc`` encodes as UTF-8 (``CLEAN_TEXT``: parsed by
+    orjson), so records skip ``records.clean``: bytes values are read as the text it would
+    make of them. Where an error is is formatted only when there is one.
     """
-    make, make_event = (unchecked_span_record, unchecked_span_event) if utf8_text else (SpanRecord, SpanEvent)
+    make, make_event = (unchecked_span_record, unchecked_span_event) if clean_text else (SpanRecord, SpanEvent)
     out: list[SpanRecord] = []
     append = out.append
     doc = _object(doc, where)
@@ -316,7 +320,7 @@ def spans(doc: Any, where: str, *, utf8_text: bool = False) -> list[SpanRecord]:
             if type(resource_spans) is not dict:
                 _object(resource_spans, "")
             resource = resource_spans.get("resource")
-            resource = resource_metadata(attributes(resource.get("attributes"), ".resource")) if resource else NO_RESOURCE
+            resource = _resource(resource.get("attributes")) if resource else NO_RESOURCE
             for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans", "")):
                 p = -1
                 if type(scope_spans) is not dict:
@@ -328,6 +332,25 @@ def spans(doc: Any, where: str, *, utf8_text: bool = False) -> list[SpanRecord]:
     except OTLPDecodeError as exc:
         raise OTLPDecodeError(f"{where}: {_location(r, s, p)}{exc}") from None
     return out
+
+
+_last_resource: tuple[Any, Mapping[str, Any]] = (None, NO_RESOURCE)
+"""The last resource's attribute list (only text values) and its mapping: an exporter sends the
+same resource with every request, a file holds one process's requests line after line."""
+
+
+def _resource(items: Any) -> Mapping[str, Any]:
+    """``resource_metadata`` of a resource's attribute list; the same list as the last one (compared
+    as parsed) gives the same shared mapping without reading it again."""
+    global _last_resource
+    last = _last_resource
+    if items == last[0]:
+        return last[1]
+    found = attributes(items, ".resource")
+    mapping = resource_metadata(found)
+    if all(type(value) is str for value in found.values()):  # then equal lists are read alike (no 1 == True)
+        _last_resource = (items, mapping)  # one tuple swap: safe without a lock
+    return mapping
 
 
 def _location(r: int, s: int, p: int) -> str:

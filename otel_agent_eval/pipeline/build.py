@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
-
 from ..config import Settings
 from ..evaluators import (
     Evaluator,
@@ -28,12 +26,12 @@ from ..evaluators import (
     configure_evaluators,
 )
 from ..sinks import Sink
-from ..sinks.otel import OtelSink
-from ..sinks.prometheus import PrometheusSink
 from .core import Pipeline, at_fork_in_child
 from .stats import PipelineStats, RunLabels
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ..evaluators.judge import JudgeClient
 
 
@@ -137,6 +135,12 @@ def build_pipeline(
     otherwise None means "not emitted" (``serve`` without an export endpoint).
     ``result_sink``: results go out through it instead (``serve``'s own OTLP export).
     """
+    # Here, not at the top: `evaluate` (offline) needs ``evaluation`` only, not these sinks' libraries.
+    from prometheus_client import CollectorRegistry
+
+    from ..sinks.otel import OtelSink
+    from ..sinks.prometheus import PrometheusSink
+
     registry = registry if registry is not None else CollectorRegistry()
     evaluated = evaluation(settings, evaluators=evaluators, expectations=expectations, registry=registry, env=env,
                            judge_tracer_provider=judge_tracer_provider)
