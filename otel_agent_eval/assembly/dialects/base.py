@@ -424,6 +424,10 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
 
 _WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
 """Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
+_DECORATOR = frozenset(("args", "kwargs"))
+_CALLBACK_INPUT = frozenset(("input_str", "inputs", "tags", "metadata", "kwargs"))
+_CALLBACK_OUTPUT = frozenset(("output", "kwargs"))
+"""The wrappers' keys (constants: a set literal in a comparison is built on every call)."""
 
 
 def unwrap_tool_payload(value: Any) -> Any:
@@ -440,18 +444,18 @@ def unwrap_tool_payload(value: Any) -> Any:
     message = tool_message(value)
     if message is not None:
         return message[0]
-    keys = set(value)
-    if keys and keys <= {"args", "kwargs"} and isinstance(value.get("args", []), list):
+    keys = value.keys()
+    if keys and keys <= _DECORATOR and isinstance(value.get("args", []), list):
         args, kwargs = value.get("args") or [], value.get("kwargs") or {}
         if not args:
             return kwargs
         if not kwargs and len(args) == 1:
             return args[0]
         return {"args": args, **kwargs} if isinstance(kwargs, dict) else value
-    if ("input_str" in keys or "inputs" in keys) and keys <= {"input_str", "inputs", "tags", "metadata", "kwargs"}:
+    if ("input_str" in keys or "inputs" in keys) and keys <= _CALLBACK_INPUT:
         inputs = value.get("inputs")
-        return inputs if inputs not in (None, {}, "") else value.get("input_str")
-    if "output" in keys and keys <= {"output", "kwargs"}:
+        return inputs if inputs is not None and inputs != {} and inputs != "" else value.get("input_str")
+    if "output" in keys and keys <= _CALLBACK_OUTPUT:
         return unwrap_tool_payload(value["output"])
     if value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and "content" in value["kwargs"]:
         return value["kwargs"]["content"]

@@ -56,14 +56,17 @@ from .base import (
     tool_message,
     unwrap_tool_payload,
 )
-from .langgraph import langchain_text, langchain_tool_output, langgraph_task, parent_command
+from .langgraph import LANGGRAPH_TASK_KEYS, langchain_text, langchain_tool_output, langgraph_task, parent_command
 
 MARKERS = ("traceloop.span.kind",)
 DETECT_KEYS = (*MARKERS, "traceloop.entity.name", "traceloop.workflow.name")
+CONFIRM_KEYS = DETECT_KEYS
+"""``detect`` is true for a span with any of its keys: a span signalled by one is not asked again."""
 
 SPAN_KINDS = {"workflow": WORKFLOW, "agent": AGENT, "tool": TOOL}
-SESSION_KEYS = ("traceloop.association.properties.session_id", "traceloop.association.properties.thread_id")
+SESSION_ID, THREAD_ID = "traceloop.association.properties.session_id", "traceloop.association.properties.thread_id"
 MODEL_NAME_KEY = "traceloop.association.properties.ls_model_name"
+NODE_KEY = LANGGRAPH_TASK_KEYS[0]
 UNKNOWN_MODEL = "unknown"
 """What OpenLLMetry's LangChain instrumentation writes as the model when it found none."""
 
@@ -80,21 +83,23 @@ def kind(record: SpanRecord) -> str | None:
 
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
-    issues = op.issues
-    node, namespace = langgraph_task(attrs)
-    # ``fill`` of three fields, spelled out: this runs on every span of these instrumentations
+    # ``fill`` of each field, spelled out: this runs on every span of these instrumentations
+    if NODE_KEY in attrs or "metadata" in attrs:  # else ``langgraph_task`` finds nothing
+        node, namespace = langgraph_task(attrs)
+        if node and op.graph_node is None:
+            op.graph_node = node
+        if namespace and op.graph_namespace is None:
+            op.graph_namespace = namespace
     if op.conversation_id is None:
-        op.conversation_id = first_str(attrs, *SESSION_KEYS) or None
-    if node and op.graph_node is None:
-        op.graph_node = node
-    if namespace and op.graph_namespace is None:
-        op.graph_namespace = namespace
-    name = first_str(attrs, "traceloop.entity.name")
+        op.conversation_id = first_str(attrs, SESSION_ID, THREAD_ID) or None
+    issues = op.issues
     raw_input = _parsed(attrs, "traceloop.entity.input", issues)  # parsed whatever the kind: a malformed
     raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # payload is an issue on any span
-    if op.kind == TOOL:
-        _extract_tool(attrs, op, name, raw_input, raw_output)
-    elif op.kind == AGENT:  # ``fill`` of three fields, spelled out
+    kind = op.kind
+    if kind == TOOL:
+        _extract_tool(attrs, op, raw_input, raw_output)
+    elif kind == AGENT:  # ``fill`` of three fields, spelled out
+        name = first_str(attrs, "traceloop.entity.name")
         entity_input = None if raw_input is _ABSENT else unwrap_tool_payload(raw_input)
         entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
         if name and op.agent_name is None:
@@ -109,19 +114,19 @@ def extract(record: SpanRecord, op: Operation) -> None:
             answer = entity_output
         if answer and not op.output_messages:
             op.output_messages = [Message("assistant", texts=[answer])]
-    elif op.kind == LLM and op.model in (None, UNKNOWN_MODEL):
+    elif kind == LLM and (op.model is None or op.model == UNKNOWN_MODEL):
         op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
 
 
-def _extract_tool(attrs: Any, op: Operation, name: str | None, raw_input: object, raw_output: object) -> None:
+def _extract_tool(attrs: Any, op: Operation, raw_input: object, raw_output: object) -> None:
     """A tool span: ``fill(op, tool_name=..., tool_arguments=..., tool_result=...)`` spelled out (every
     tool span of these instrumentations). The result: what a LangChain tool's output records
     (``_tool_output``), which takes precedence; else the unwrapped entity output."""
-    if name and op.tool_name is None:
-        op.tool_name = name
-    if raw_input is not _ABSENT:
+    if op.tool_name is None:
+        op.tool_name = first_str(attrs, "traceloop.entity.name")
+    if raw_input is not _ABSENT and _empty_field(op.tool_arguments):
         arguments = unwrap_tool_payload(raw_input)
-        if not _empty(arguments) and _empty_field(op.tool_arguments):
+        if not _empty(arguments):
             op.tool_arguments = arguments
     if not _tool_output(attrs, op, raw_output) and raw_output is not _ABSENT:
         result = unwrap_tool_payload(raw_output)
