@@ -63,6 +63,8 @@ def test_indexed_tool_calls_read_from_the_nested_split() -> None:
         "gen_ai.completion.0.tool_calls.0.arguments": '{"a": 1}',
         "gen_ai.completion.0.tool_calls.x.name": "not an index",
         "gen_ai.completion.0.tool_calls.2.arguments": "{",  # no name: an issue, no call
+        "gen_ai.completion.0.tool_calls.3.name": "broken",
+        "gen_ai.completion.0.tool_calls.3.arguments": "{bad",  # kept raw, with an issue naming the attribute
     }
     record = SpanRecord(trace_id=1, span_id=2, parent_span_id=None, name="chat", start_time_unix_nano=0,
                         end_time_unix_nano=1, attributes=attrs)
@@ -70,5 +72,9 @@ def test_indexed_tool_calls_read_from_the_nested_split() -> None:
         op = read_operation(record)
         assert op is not None and op.output_messages is not None
         calls = op.output_messages[0].tool_calls
-        assert [(c.name, c.arguments, c.call_id) for c in calls] == [("first", {"a": 1}, "call_0"), ("second", {"b": 2}, None)]
-        assert op.issues == ["gen_ai.completion.0.tool_calls.2: no name"]
+        assert [(c.name, c.arguments, c.call_id) for c in calls] == [
+            ("first", {"a": 1}, "call_0"), ("second", {"b": 2}, None), ("broken", "{bad", None),
+        ]
+        assert [issue.split(" (")[0] for issue in op.issues] == [
+            "gen_ai.completion.0.tool_calls.2: no name", "gen_ai.completion.0.tool_calls.3.arguments: malformed JSON",
+        ]

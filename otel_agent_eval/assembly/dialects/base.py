@@ -441,9 +441,6 @@ def unwrap_tool_payload(value: Any) -> Any:
     """
     if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
-    message = tool_message(value)
-    if message is not None:
-        return message[0]
     keys = value.keys()
     if keys and keys <= _DECORATOR and isinstance(value.get("args", []), list):
         args, kwargs = value.get("args") or [], value.get("kwargs") or {}
@@ -457,6 +454,9 @@ def unwrap_tool_payload(value: Any) -> Any:
         return inputs if inputs is not None and inputs != {} and inputs != "" else value.get("input_str")
     if "output" in keys and keys <= _CALLBACK_OUTPUT:
         return unwrap_tool_payload(value["output"])
+    message = tool_message(value)  # after the wrappers above: none of them is a ToolMessage (no "type", no "lc")
+    if message is not None:
+        return message[0]
     if value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and "content" in value["kwargs"]:
         return value["kwargs"]["content"]
     return value
@@ -480,7 +480,9 @@ def tool_message(value: Any) -> tuple[Any, str | None, bool] | None:
     if data is None or "content" not in data:
         return None
     call_id = data.get("tool_call_id")
-    return data["content"], (str(call_id) if present(call_id) else None), data.get("status") == "error"
+    if type(call_id) is not str or call_id == "" or call_id == NOT_SPECIFIED:  # else the usual id, as it is
+        call_id = str(call_id) if present(call_id) else None
+    return data["content"], call_id, data.get("status") == "error"
 
 
 CONTROL_FLOW_ERRORS = frozenset(("ParentCommand", "GraphInterrupt", "NodeInterrupt"))

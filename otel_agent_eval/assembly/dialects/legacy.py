@@ -76,7 +76,8 @@ def kind(record: SpanRecord) -> str | None:
     if "langsmith.span.kind" in attrs:
         return LANGSMITH_KINDS.get(str(attrs["langsmith.span.kind"]).lower(), OTHER)
     if "llm.request.type" in attrs:
-        return REQUEST_TYPES.get(str(attrs["llm.request.type"]), OTHER)
+        value = attrs["llm.request.type"]
+        return REQUEST_TYPES.get(value if type(value) is str else str(value), OTHER)
     return None
 
 
@@ -90,34 +91,36 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.provider = first_str(attrs, "gen_ai.system")
     if op.model is None:
         op.model = first_str(attrs, "gen_ai.response.model", "gen_ai.request.model")
-    if op.kind == TOOL:
+    kind = op.kind
+    if kind == TOOL:
         _extract_tool(record, op)
         return
-    if op.kind != LLM:
+    if kind != LLM:
         return
     issues = op.issues
+    events = record.events
     eager = op.input_known  # else the prompt (the history, repeated on every call) is parsed when needed
     if eager:
         fill(op, input_messages=_indexed(attrs, issues, "prompt"))
-    _fill_output(op, _indexed(attrs, issues, "completion"))
+    output = _indexed(attrs, issues, "completion")
+    if output and not op.output_messages:  # ``fill``, spelled out here and below
+        op.output_messages = output
     if eager:
         fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", issues))
-    _fill_output(op, _single_string(record, "gen_ai.completion", "assistant", issues))
-    events_in, events_out = _from_events(record.events, issues) if record.events else (None, None)
+    if "gen_ai.completion" in attrs or events:  # else there is no single string
+        output = _single_string(record, "gen_ai.completion", "assistant", issues)
+        if output and not op.output_messages:
+            op.output_messages = output
+    events_in, events_out = _from_events(events, issues) if events else (None, None)
     if eager:
         fill(op, input_messages=events_in)
     else:
         op.defer_input_messages(lambda issues: _indexed(attrs, issues, "prompt")
                                 or _single_string(record, "gen_ai.prompt", "user", issues) or events_in)
-    _fill_output(op, events_out)
+    if events_out and not op.output_messages:
+        op.output_messages = events_out
     if op.usage is None:
         op.usage = usage_from(attrs, ("gen_ai.usage.prompt_tokens",), ("gen_ai.usage.completion_tokens",))
-
-
-def _fill_output(op: Operation, messages: list[Message] | None) -> None:
-    """``fill(op, output_messages=messages)``."""
-    if messages and not op.output_messages:
-        op.output_messages = messages
 
 
 # -- indexed attributes ---------------------------------------------------------
@@ -146,7 +149,7 @@ def _indexed(attrs: Any, issues: list[str], side: str) -> list[Message] | None:
                 call = calls[nested[1]] = {}
             call[nested[2]] = attrs[key]
     prefix = reader.prefix
-    messages = [_indexed_message(*by_index[i], f"{prefix}{i}", issues) for i in sorted(by_index)]
+    messages = [_indexed_message(*by_index[i], prefix, i, issues) for i in sorted(by_index)]
     return _pair_tool_results(messages)
 
 
@@ -154,14 +157,16 @@ _SIDES = {side: Flattened(f"gen_ai.{side}.", nested=(("tool_calls.", "."),)) for
 """A message's fields, and its ``tool_calls.{j}.{id,name,arguments}`` split along."""
 
 
-def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, issues: list[str]) -> Message:
-    """One message: its plain ``fields`` (``role``, ``content``...) and its ``tool_calls.{j}.*`` ones by ``j``."""
+def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, index: int,
+                     issues: list[str]) -> Message:
+    """Message ``index``: its plain ``fields`` (``role``, ``content``...) and its ``tool_calls.{j}.*`` ones by
+    ``j``. Its attribute prefix (``gen_ai.completion.0``, for issues) is spelled only where it is used."""
     role = fields.get("role")
     message = Message(role if type(role) is str and role else str(role or "unknown"))
     content = fields.get("content")
-    requested = _indexed_calls(fields, calls, prefix, issues) if calls or "function_call.name" in fields else []
+    requested = _indexed_calls(fields, calls, prefix, index, issues) if calls or "function_call.name" in fields else []
     if isinstance(content, str) and '"function"' in content:  # what ``_koog_calls`` looks for, first
-        listed = _koog_calls(content, prefix, issues)
+        listed = _koog_calls(content, f"{prefix}{index}", issues)
         if listed is not None:  # Koog: the content itself is the list of tool calls
             requested.extend(listed)
             content = None
@@ -172,11 +177,11 @@ def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], p
         elif type(content) is str and "[{" not in content:  # plain text: what ``_content_text`` returns
             message.texts.append(content)
         else:
-            message.texts.append(_content_text(content, prefix, issues))
+            message.texts.append(_content_text(content, f"{prefix}{index}", issues))
     return message
 
 
-def _indexed_calls(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str,
+def _indexed_calls(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, message: int,
                    issues: list[str]) -> list[RequestedCall]:
     """A message's tool calls: ``calls`` (its ``tool_calls.{j}.{id,name,arguments}``) and the pre-tools
     ``function_call.*`` of its ``fields``."""
@@ -189,11 +194,15 @@ def _indexed_calls(fields: dict[str, Any], calls: dict[int, dict[str, Any]], pre
         call = calls[index]
         name = call.get("name")
         if name is None or name == "" or name == NOT_SPECIFIED:  # not ``present``
-            issues.append(f"{prefix}.tool_calls.{index}: no name")
+            issues.append(f"{prefix}{message}.tool_calls.{index}: no name")
             continue
-        arguments = parse_json_value(call.get("arguments"), f"{prefix}.tool_calls.{index}.arguments", issues)
+        arguments = call.get("arguments")
+        found: list[str] = []
+        parsed = parse_json_value(arguments, "", found)
+        if found:  # parsed again for the issue: its attribute name is spelled only then
+            parsed = parse_json_value(arguments, f"{prefix}{message}.tool_calls.{index}.arguments", issues)
         call_id = call.get("id")
-        result.append(RequestedCall(name if type(name) is str else str(name), arguments,
+        result.append(RequestedCall(name if type(name) is str else str(name), parsed,
                                     call_id if call_id is None or type(call_id) is str else str(call_id)))
     return result
 
@@ -249,8 +258,6 @@ def _pair_tool_results(messages: list[Message]) -> list[Message]:
 def _single_string(record: SpanRecord, key: str, role: str, issues: list[str]) -> list[Message] | None:
     value = record.attributes.get(key)
     if value is None:
-        if not record.events:
-            return None
         for event in record.events:
             if STRING_EVENTS.get(event.name) == key and key in event.attributes:
                 value = event.attributes[key]
