@@ -100,8 +100,11 @@ def extract(record: SpanRecord, op: Operation) -> None:
             op.conversation_id = first_str(attrs, SESSION_ID, THREAD_ID) or None
     # The entity payloads, parsed whatever the kind where present: a malformed one is an issue on any span
     issues = op.issues
-    raw_input = _parsed(attrs, ENTITY_INPUT, issues) if ENTITY_INPUT in attrs else _ABSENT
-    raw_output = _parsed(attrs, ENTITY_OUTPUT, issues) if ENTITY_OUTPUT in attrs else _ABSENT
+    raw_input = raw_output = _ABSENT  # as recorded (``json.dumps`` of the value), where ``present`` (inlined)
+    if (value := attrs.get(ENTITY_INPUT)) is not None and value != "" and value != NOT_SPECIFIED:
+        raw_input = parse_json_value(value, ENTITY_INPUT, issues)
+    if (value := attrs.get(ENTITY_OUTPUT)) is not None and value != "" and value != NOT_SPECIFIED:
+        raw_output = parse_json_value(value, ENTITY_OUTPUT, issues)
     kind = op.kind
     if kind == TOOL:
         _extract_tool(attrs, op, raw_input, raw_output)
@@ -186,14 +189,7 @@ def _state_text(value: object, role: str) -> str | None:
 
 _STATE_WRAPPER = frozenset(("outputs", "kwargs"))
 _ABSENT = object()
-
-
-def _parsed(attrs: object, key: str, issues: list[str]) -> object:
-    """An entity payload as recorded (``json.dumps`` of the value), parsed; ``_ABSENT`` when not present."""
-    value = attrs.get(key)  # type: ignore[attr-defined]
-    if value is None or value == "" or value == NOT_SPECIFIED:  # not ``present``: every span, twice
-        return _ABSENT
-    return parse_json_value(value, key, issues)
+"""An entity payload that is not there."""
 
 
 HANDOFF_KIND = "handoff"
