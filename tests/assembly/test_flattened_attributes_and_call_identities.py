@@ -1,7 +1,7 @@
 """What the speed pass (issue 15, item 2) replaced keeps its results.
 
-* ``indexed_fields`` (flattened ``{prefix}{index}{infix}{field}`` attributes, picked by a list
-  comprehension and split by ``partition``) reads what the regex per key read: gaps in the
+* ``indexed_fields`` (flattened ``{prefix}{index}{infix}{field}`` attributes, each key split by
+  ``partition`` once and remembered) reads what the regex per key read: gaps in the
   indices kept in order, ``00`` is index 0, a non-decimal index or an empty field is no field;
 * a LangChain tool's ``traceloop.entity.output``, now parsed once, reports one issue when malformed;
 * ``tool_failure_recovery`` without retry keys compares calls whose arguments are dicts of

@@ -1,5 +1,5 @@
-"""``indexed_fields`` picks a span's flattened keys by a string range (``prefix <= key < after``, ``after``
-the prefix with its last character incremented) instead of ``str.startswith``: the same keys, for any key.
+"""``indexed_fields`` picks a span's flattened keys as ``str.startswith`` and a regex would (it classifies
+each key once and remembers it: ``indexed.Flattened``): the same keys, for any key.
 
 Checked against a reference reading (``startswith``, then a regex per key) over keys drawn from the
 characters around the range's bounds (``-`` before ``.``, ``/`` after it, digits, non-ASCII).

@@ -424,6 +424,10 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
 
 _WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
 """Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
+_DECORATOR = frozenset(("args", "kwargs"))
+_CALLBACK_INPUT = frozenset(("input_str", "inputs", "tags", "metadata", "kwargs"))
+_CALLBACK_OUTPUT = frozenset(("output", "kwargs"))
+"""The wrappers' keys (constants: a set literal in a comparison is built on every call)."""
 
 
 def unwrap_tool_payload(value: Any) -> Any:
@@ -437,22 +441,22 @@ def unwrap_tool_payload(value: Any) -> Any:
     """
     if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
-    message = tool_message(value)
-    if message is not None:
-        return message[0]
-    keys = set(value)
-    if keys and keys <= {"args", "kwargs"} and isinstance(value.get("args", []), list):
+    keys = value.keys()
+    if keys and keys <= _DECORATOR and isinstance(value.get("args", []), list):
         args, kwargs = value.get("args") or [], value.get("kwargs") or {}
         if not args:
             return kwargs
         if not kwargs and len(args) == 1:
             return args[0]
         return {"args": args, **kwargs} if isinstance(kwargs, dict) else value
-    if ("input_str" in keys or "inputs" in keys) and keys <= {"input_str", "inputs", "tags", "metadata", "kwargs"}:
+    if ("input_str" in keys or "inputs" in keys) and keys <= _CALLBACK_INPUT:
         inputs = value.get("inputs")
-        return inputs if inputs not in (None, {}, "") else value.get("input_str")
-    if "output" in keys and keys <= {"output", "kwargs"}:
+        return inputs if inputs is not None and inputs != {} and inputs != "" else value.get("input_str")
+    if "output" in keys and keys <= _CALLBACK_OUTPUT:
         return unwrap_tool_payload(value["output"])
+    message = tool_message(value)  # after the wrappers above: none of them is a ToolMessage (no "type", no "lc")
+    if message is not None:
+        return message[0]
     if value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and "content" in value["kwargs"]:
         return value["kwargs"]["content"]
     return value
@@ -476,7 +480,9 @@ def tool_message(value: Any) -> tuple[Any, str | None, bool] | None:
     if data is None or "content" not in data:
         return None
     call_id = data.get("tool_call_id")
-    return data["content"], (str(call_id) if present(call_id) else None), data.get("status") == "error"
+    if type(call_id) is not str or call_id == "" or call_id == NOT_SPECIFIED:  # else the usual id, as it is
+        call_id = str(call_id) if present(call_id) else None
+    return data["content"], call_id, data.get("status") == "error"
 
 
 CONTROL_FLOW_ERRORS = frozenset(("ParentCommand", "GraphInterrupt", "NodeInterrupt"))

@@ -125,7 +125,7 @@ def langchain_tool_output(op: Operation, result: Any, message: tuple[Any, str | 
     and the failure (``status: "error"``); the result is the message's content. ``message``:
     ``tool_message(result)``, when the caller has it already.
     """
-    handoff = parent_command(result)
+    handoff = parent_command(result) if isinstance(result, dict) and "graph" in result else None  # else none
     if handoff is not None:
         op.handoff_to, result = handoff
         message = tool_message(result)

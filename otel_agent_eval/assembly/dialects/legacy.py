@@ -22,6 +22,7 @@ from typing import Any
 from ...records import SpanEvent, SpanRecord
 from .base import (
     LLM,
+    NOT_SPECIFIED,
     OTHER,
     TOOL,
     Message,
@@ -37,7 +38,7 @@ from .base import (
     text_of,
     usage_from,
 )
-from .indexed import indexed_fields
+from .indexed import Flattened
 from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
@@ -54,6 +55,8 @@ REQUEST_TYPES = {"chat": LLM, "completion": LLM}
 LANGSMITH_KINDS = {"llm": LLM, "chat_model": LLM, "tool": TOOL}
 DETECT_KEYS = (*MARKERS, "gen_ai.prompt", "gen_ai.completion", "gen_ai.prompt.0.role", "gen_ai.completion.0.role",
                "gen_ai.completion.0.content")
+CONFIRM_KEYS = DETECT_KEYS
+"""``detect`` is true for a span with any of its keys: a span signalled by one is not asked again."""
 DETECT_EVENTS = (*MESSAGE_EVENTS, CHOICE_EVENT, *STRING_EVENTS)
 
 
@@ -73,7 +76,8 @@ def kind(record: SpanRecord) -> str | None:
     if "langsmith.span.kind" in attrs:
         return LANGSMITH_KINDS.get(str(attrs["langsmith.span.kind"]).lower(), OTHER)
     if "llm.request.type" in attrs:
-        return REQUEST_TYPES.get(str(attrs["llm.request.type"]), OTHER)
+        value = attrs["llm.request.type"]
+        return REQUEST_TYPES.get(value if type(value) is str else str(value), OTHER)
     return None
 
 
@@ -87,34 +91,36 @@ def extract(record: SpanRecord, op: Operation) -> None:
         op.provider = first_str(attrs, "gen_ai.system")
     if op.model is None:
         op.model = first_str(attrs, "gen_ai.response.model", "gen_ai.request.model")
-    if op.kind == TOOL:
+    kind = op.kind
+    if kind == TOOL:
         _extract_tool(record, op)
         return
-    if op.kind != LLM:
+    if kind != LLM:
         return
     issues = op.issues
+    events = record.events
     eager = op.input_known  # else the prompt (the history, repeated on every call) is parsed when needed
     if eager:
         fill(op, input_messages=_indexed(attrs, issues, "prompt"))
-    _fill_output(op, _indexed(attrs, issues, "completion"))
+    output = _indexed(attrs, issues, "completion")
+    if output and not op.output_messages:  # ``fill``, spelled out here and below
+        op.output_messages = output
     if eager:
         fill(op, input_messages=_single_string(record, "gen_ai.prompt", "user", issues))
-    _fill_output(op, _single_string(record, "gen_ai.completion", "assistant", issues))
-    events_in, events_out = _from_events(record.events, issues) if record.events else (None, None)
+    if "gen_ai.completion" in attrs or events:  # else there is no single string
+        output = _single_string(record, "gen_ai.completion", "assistant", issues)
+        if output and not op.output_messages:
+            op.output_messages = output
+    events_in, events_out = _from_events(events, issues) if events else (None, None)
     if eager:
         fill(op, input_messages=events_in)
     else:
         op.defer_input_messages(lambda issues: _indexed(attrs, issues, "prompt")
                                 or _single_string(record, "gen_ai.prompt", "user", issues) or events_in)
-    _fill_output(op, events_out)
+    if events_out and not op.output_messages:
+        op.output_messages = events_out
     if op.usage is None:
         op.usage = usage_from(attrs, ("gen_ai.usage.prompt_tokens",), ("gen_ai.usage.completion_tokens",))
-
-
-def _fill_output(op: Operation, messages: list[Message] | None) -> None:
-    """``fill(op, output_messages=messages)``."""
-    if messages and not op.output_messages:
-        op.output_messages = messages
 
 
 # -- indexed attributes ---------------------------------------------------------
@@ -122,53 +128,81 @@ def _fill_output(op: Operation, messages: list[Message] | None) -> None:
 
 def _indexed(attrs: Any, issues: list[str], side: str) -> list[Message] | None:
     """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) as messages; None when there are none."""
-    prefix = f"gen_ai.{side}."
-    by_index = indexed_fields(attrs, prefix)
-    if not by_index:
+    reader = _SIDES[side]
+    picks = reader.picks(attrs)
+    if not picks:
         return None
-    messages = [_indexed_message(fields, f"{prefix}{i}", issues) for i, fields in sorted(by_index.items())]
+    by_index: dict[int, tuple[dict[str, Any], dict[int, dict[str, Any]]]] = {}
+    last = None
+    for key, index, field, nested in picks:
+        if index != last:  # a message's keys are usually adjacent: its dicts found once per run of them
+            last = index
+            entry = by_index.get(index)
+            if entry is None:
+                entry = by_index[index] = ({}, {})
+            fields, calls = entry
+        if nested is None:
+            fields[field] = attrs[key]
+        else:  # ``tool_calls.{j}.{name}``
+            call = calls.get(nested[1])
+            if call is None:
+                call = calls[nested[1]] = {}
+            call[nested[2]] = attrs[key]
+    prefix = reader.prefix
+    messages = [_indexed_message(*by_index[i], prefix, i, issues) for i in sorted(by_index)]
     return _pair_tool_results(messages)
 
 
-_PLAIN_FIELDS = ("role", "content", "tool_call_id", "finish_reason")
-"""Message fields that are no tool call: a message with only these has none (the history, mostly)."""
+_SIDES = {side: Flattened(f"gen_ai.{side}.", nested=(("tool_calls.", "."),)) for side in ("prompt", "completion")}
+"""A message's fields, and its ``tool_calls.{j}.{id,name,arguments}`` split along."""
 
 
-def _indexed_message(fields: dict[str, Any], prefix: str, issues: list[str]) -> Message:
+def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, index: int,
+                     issues: list[str]) -> Message:
+    """Message ``index``: its plain ``fields`` (``role``, ``content``...) and its ``tool_calls.{j}.*`` ones by
+    ``j``. Its attribute prefix (``gen_ai.completion.0``, for issues) is spelled only where it is used."""
     role = fields.get("role")
     message = Message(role if type(role) is str and role else str(role or "unknown"))
     content = fields.get("content")
-    plain = sum(1 for field in _PLAIN_FIELDS if field in fields)
-    calls = _indexed_calls(fields, prefix, issues) if len(fields) > plain else []
-    listed = _koog_calls(content, prefix, issues) if isinstance(content, str) else None
-    if listed is not None:  # Koog: the content itself is the list of tool calls
-        calls.extend(listed)
-        content = None
-    message.tool_calls = calls
+    requested = _indexed_calls(fields, calls, prefix, index, issues) if calls or "function_call.name" in fields else []
+    if isinstance(content, str) and '"function"' in content:  # what ``_koog_calls`` looks for, first
+        listed = _koog_calls(content, f"{prefix}{index}", issues)
+        if listed is not None:  # Koog: the content itself is the list of tool calls
+            requested.extend(listed)
+            content = None
+    message.tool_calls = requested
     if content is not None and content != "":
         if role == "tool" or fields.get("tool_call_id"):
             message.tool_results.append((as_str(fields.get("tool_call_id")), content))
+        elif type(content) is str and "[{" not in content:  # plain text: what ``_content_text`` returns
+            message.texts.append(content)
         else:
-            message.texts.append(_content_text(content, prefix, issues))
+            message.texts.append(_content_text(content, f"{prefix}{index}", issues))
     return message
 
 
-def _indexed_calls(fields: dict[str, Any], prefix: str, issues: list[str]) -> list[RequestedCall]:
-    """A message's ``tool_calls.{j}.{id,name,arguments}`` (and the pre-tools ``function_call.*``)."""
-    calls = indexed_fields(fields, "tool_calls.")
+def _indexed_calls(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, message: int,
+                   issues: list[str]) -> list[RequestedCall]:
+    """A message's tool calls: ``calls`` (its ``tool_calls.{j}.{id,name,arguments}``) and the pre-tools
+    ``function_call.*`` of its ``fields``."""
     if "function_call.name" in fields:  # pre-tools OpenAI API
         calls.setdefault(len(calls), {}).update(
             name=fields["function_call.name"], arguments=fields.get("function_call.arguments")
         )
     result = []
-    for index, call in sorted(calls.items()):
+    for index in sorted(calls):
+        call = calls[index]
         name = call.get("name")
-        if not present(name):
-            issues.append(f"{prefix}.tool_calls.{index}: no name")
+        if name is None or name == "" or name == NOT_SPECIFIED:  # not ``present``
+            issues.append(f"{prefix}{message}.tool_calls.{index}: no name")
             continue
-        arguments = parse_json_value(call.get("arguments"), f"{prefix}.tool_calls.{index}.arguments", issues)
+        arguments = call.get("arguments")
+        found: list[str] = []
+        parsed = parse_json_value(arguments, "", found)
+        if found:  # parsed again for the issue: its attribute name is spelled only then
+            parsed = parse_json_value(arguments, f"{prefix}{message}.tool_calls.{index}.arguments", issues)
         call_id = call.get("id")
-        result.append(RequestedCall(name if type(name) is str else str(name), arguments,
+        result.append(RequestedCall(name if type(name) is str else str(name), parsed,
                                     call_id if call_id is None or type(call_id) is str else str(call_id)))
     return result
 
@@ -202,6 +236,11 @@ def _content_text(content: Any, prefix: str, issues: list[str]) -> str:
 
 def _pair_tool_results(messages: list[Message]) -> list[Message]:
     """Give id-less tool results the ids of the calls they answer, in request order (Koog)."""
+    for message in messages:
+        if message.tool_results:
+            break
+    else:
+        return messages  # no result to pair (a model's output, usually)
     pending: list[str] = []
     for message in messages:
         pending.extend(call.call_id for call in message.tool_calls if call.call_id)

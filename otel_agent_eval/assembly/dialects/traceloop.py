@@ -47,6 +47,7 @@ from .base import (
     OTHER,
     TOOL,
     WORKFLOW,
+    NOT_SPECIFIED,
     Message,
     Operation,
     first_str,
@@ -56,14 +57,18 @@ from .base import (
     tool_message,
     unwrap_tool_payload,
 )
-from .langgraph import langchain_text, langchain_tool_output, langgraph_task, parent_command
+from .langgraph import LANGGRAPH_TASK_KEYS, langchain_text, langchain_tool_output, langgraph_task, parent_command
 
 MARKERS = ("traceloop.span.kind",)
 DETECT_KEYS = (*MARKERS, "traceloop.entity.name", "traceloop.workflow.name")
+CONFIRM_KEYS = DETECT_KEYS
+"""``detect`` is true for a span with any of its keys: a span signalled by one is not asked again."""
 
 SPAN_KINDS = {"workflow": WORKFLOW, "agent": AGENT, "tool": TOOL}
-SESSION_KEYS = ("traceloop.association.properties.session_id", "traceloop.association.properties.thread_id")
+SESSION_ID, THREAD_ID = "traceloop.association.properties.session_id", "traceloop.association.properties.thread_id"
 MODEL_NAME_KEY = "traceloop.association.properties.ls_model_name"
+NODE_KEY = LANGGRAPH_TASK_KEYS[0]
+ENTITY_NAME, ENTITY_INPUT, ENTITY_OUTPUT = "traceloop.entity.name", "traceloop.entity.input", "traceloop.entity.output"
 UNKNOWN_MODEL = "unknown"
 """What OpenLLMetry's LangChain instrumentation writes as the model when it found none."""
 
@@ -80,21 +85,31 @@ def kind(record: SpanRecord) -> str | None:
 
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
-    issues = op.issues
-    node, namespace = langgraph_task(attrs)
-    # ``fill`` of three fields, spelled out: this runs on every span of these instrumentations
+    # ``fill`` of each field, spelled out: this runs on every span of these instrumentations
+    if NODE_KEY in attrs or "metadata" in attrs:  # else ``langgraph_task`` finds nothing
+        node, namespace = langgraph_task(attrs)
+        if node and op.graph_node is None:
+            op.graph_node = node
+        if namespace and op.graph_namespace is None:
+            op.graph_namespace = namespace
     if op.conversation_id is None:
-        op.conversation_id = first_str(attrs, *SESSION_KEYS) or None
-    if node and op.graph_node is None:
-        op.graph_node = node
-    if namespace and op.graph_namespace is None:
-        op.graph_namespace = namespace
-    name = first_str(attrs, "traceloop.entity.name")
-    raw_input = _parsed(attrs, "traceloop.entity.input", issues)  # parsed whatever the kind: a malformed
-    raw_output = _parsed(attrs, "traceloop.entity.output", issues)  # payload is an issue on any span
-    if op.kind == TOOL:
-        _extract_tool(attrs, op, name, raw_input, raw_output)
-    elif op.kind == AGENT:  # ``fill`` of three fields, spelled out
+        thread = attrs.get(THREAD_ID) if SESSION_ID not in attrs else None
+        if type(thread) is str and thread and thread != NOT_SPECIFIED:  # ``first_str`` of the usual keys
+            op.conversation_id = thread
+        else:
+            op.conversation_id = first_str(attrs, SESSION_ID, THREAD_ID) or None
+    # The entity payloads, parsed whatever the kind where present: a malformed one is an issue on any span
+    issues = op.issues
+    raw_input = raw_output = _ABSENT  # as recorded (``json.dumps`` of the value), where ``present`` (inlined)
+    if (value := attrs.get(ENTITY_INPUT)) is not None and value != "" and value != NOT_SPECIFIED:
+        raw_input = parse_json_value(value, ENTITY_INPUT, issues)
+    if (value := attrs.get(ENTITY_OUTPUT)) is not None and value != "" and value != NOT_SPECIFIED:
+        raw_output = parse_json_value(value, ENTITY_OUTPUT, issues)
+    kind = op.kind
+    if kind == TOOL:
+        _extract_tool(attrs, op, raw_input, raw_output)
+    elif kind == AGENT:  # ``fill`` of three fields, spelled out
+        name = first_str(attrs, ENTITY_NAME)
         entity_input = None if raw_input is _ABSENT else unwrap_tool_payload(raw_input)
         entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
         if name and op.agent_name is None:
@@ -109,21 +124,28 @@ def extract(record: SpanRecord, op: Operation) -> None:
             answer = entity_output
         if answer and not op.output_messages:
             op.output_messages = [Message("assistant", texts=[answer])]
-    elif op.kind == LLM and op.model in (None, UNKNOWN_MODEL):
+    elif kind == LLM and (op.model is None or op.model == UNKNOWN_MODEL):
         op.model = first_str(attrs, MODEL_NAME_KEY) or op.model
 
 
-def _extract_tool(attrs: Any, op: Operation, name: str | None, raw_input: object, raw_output: object) -> None:
+def _extract_tool(attrs: Any, op: Operation, raw_input: object, raw_output: object) -> None:
     """A tool span: ``fill(op, tool_name=..., tool_arguments=..., tool_result=...)`` spelled out (every
-    tool span of these instrumentations). The result: what a LangChain tool's output records
-    (``_tool_output``), which takes precedence; else the unwrapped entity output."""
-    if name and op.tool_name is None:
-        op.tool_name = name
-    if raw_input is not _ABSENT:
+    tool span of these instrumentations). The result: what a LangChain tool's output records (the
+    entity output, else ``gen_ai.tool.call.result``: ``_langchain_output``), which takes precedence;
+    else the unwrapped entity output."""
+    if op.tool_name is None:
+        name = attrs.get(ENTITY_NAME)
+        op.tool_name = name if type(name) is str and name and name != NOT_SPECIFIED else first_str(attrs, ENTITY_NAME)
+    if raw_input is not _ABSENT and (op.tool_arguments is None or op.tool_arguments == []):
         arguments = unwrap_tool_payload(raw_input)
-        if not _empty(arguments) and _empty_field(op.tool_arguments):
+        if arguments is not None and arguments != [] and arguments != "":
             op.tool_arguments = arguments
-    if not _tool_output(attrs, op, raw_output) and raw_output is not _ABSENT:
+    if raw_output is not _ABSENT and _langchain_output(op, raw_output):
+        return
+    value = attrs.get("gen_ai.tool.call.result")
+    if present(value) and _langchain_output(op, parse_json_value(value, "gen_ai.tool.call.result", [])):
+        return
+    if raw_output is not _ABSENT:
         result = unwrap_tool_payload(raw_output)
         if not _empty(result) and _empty_field(op.tool_result):
             op.tool_result = result
@@ -139,22 +161,13 @@ def _empty_field(value: object) -> bool:
     return value is None or value == []
 
 
-def _tool_output(attrs: Any, op: Operation, entity_output: Any) -> bool:
-    """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``) records:
-    the result, the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module
-    doc); False when the output is none of those. ``entity_output``: ``traceloop.entity.output`` as
-    parsed already (``_ABSENT`` when not present); else ``gen_ai.tool.call.result``."""
-    if entity_output is not _ABSENT and _langchain_output(op, entity_output):
-        return True
-    value = attrs.get("gen_ai.tool.call.result")
-    return present(value) and _langchain_output(op, parse_json_value(value, "gen_ai.tool.call.result", []))
-
-
 _OUTPUT_WRAPPER = frozenset(("output", "kwargs"))
 
 
 def _langchain_output(op: Operation, output: Any) -> bool:
-    """``_tool_output`` of one parsed payload."""
+    """What a LangChain tool's output (``{"output": <ToolMessage or Command>, "kwargs"}``, parsed) records:
+    the result, the call id, a failure, a handoff (``langgraph.langchain_tool_output``; see the module
+    doc); False when the output is none of those."""
     if isinstance(output, dict) and output.keys() <= _OUTPUT_WRAPPER:
         output = output.get("output")
     message = tool_message(output)
@@ -167,22 +180,16 @@ def _langchain_output(op: Operation, output: Any) -> bool:
 def _state_text(value: object, role: str) -> str | None:
     """The last ``role`` message's text of a LangGraph state (``{"messages": [...]}``), possibly
     still in the chain callback's ``{"outputs": ..., "kwargs"}`` wrapper; None for anything else."""
-    if isinstance(value, dict) and "outputs" in value and set(value) <= {"outputs", "kwargs"}:
+    if isinstance(value, dict) and "outputs" in value and value.keys() <= _STATE_WRAPPER:
         value = value["outputs"]
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         return langchain_text(value["messages"], role)
     return None
 
 
+_STATE_WRAPPER = frozenset(("outputs", "kwargs"))
 _ABSENT = object()
-
-
-def _parsed(attrs: object, key: str, issues: list[str]) -> object:
-    """An entity payload as recorded (``json.dumps`` of the value), parsed; ``_ABSENT`` when not present."""
-    value = attrs.get(key)  # type: ignore[attr-defined]
-    if value is None or value == "" or value == "<not specified>":  # not ``present``: every span, twice
-        return _ABSENT
-    return parse_json_value(value, key, issues)
+"""An entity payload that is not there."""
 
 
 HANDOFF_KIND = "handoff"
