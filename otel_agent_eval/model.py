@@ -145,6 +145,147 @@ class AgentTrace(_Model):
         return any(call.failed for call in self.tool_calls)
 
 
+# Assembly's tree (``AgentTrace`` -> ``AgentStep`` -> ``ToolCall``, ``TokenUsage``), built without a
+# second validation when assembly's values already are what validation would keep.
+
+_CALL_SET = frozenset(ToolCall.model_fields)
+_STEP_SET = frozenset(AgentStep.model_fields)
+_USAGE_SET = frozenset(TokenUsage.model_fields)
+_UNSET_BY_ASSEMBLY = ("children", "parent_step_index", "prior_turns", "spans_dropped")
+_ASSEMBLED_SET = frozenset(AgentTrace.model_fields).difference(_UNSET_BY_ASSEMBLY)
+"""The fields ``assembled_trace`` states: a validated trace's ``model_fields_set``."""
+_OPTIONAL_STR = (str, type(None))
+_OPTIONAL_INT = (int, type(None))
+
+
+class _Unchecked(_Model):
+    """Filled with plain stores, then made an ``AgentTrace``, ``AgentStep``, ``ToolCall`` or ``TokenUsage`` by
+    ``__class__`` assignment (Python allows it between classes of one base with the same slots): the
+    model's own ``__setattr__`` (pydantic's, in Python) is not run, nor validation."""
+
+    __init__ = object.__init__
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__  # with ``__setattr__``: plain slot stores
+
+
+def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: frozenset[str]) -> Any:
+    """A model of ``cls`` over ``values`` (its own ``__dict__``: every field, in field order), as validation makes it."""
+    model = _Unchecked()
+    model.__dict__ = values
+    model.__pydantic_fields_set__ = set(fields_set)  # its own: assignment adds to it
+    model.__pydantic_extra__ = None
+    model.__pydantic_private__ = None
+    model.__class__ = cls
+    return model
+
+
+def tool_call_fields(name: str, arguments: Any = None, call_id: str | None = None, requested: bool = True) -> dict[str, Any]:
+    """A ``ToolCall``'s field dict as requested (not executed, no result yet), for assembly to fill in and
+    ``assembled_trace`` to make the call of: every field, in field order (``model_dump`` writes a model's
+    ``__dict__`` in its order), so that it becomes the call's own ``__dict__`` as it is."""
+    return {
+        "name": name, "arguments": arguments, "result": None, "error": None, "call_id": call_id, "span_id": None,
+        "start_time_unix_nano": None, "end_time_unix_nano": None, "requested": requested, "executed": False,
+    }
+
+
+def _usage(usage: dict[str, int]) -> TokenUsage:
+    return _built(TokenUsage, {"input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"]}, _USAGE_SET)
+
+
+def _str_items(values: Any) -> bool:
+    if type(values) is not list:
+        return False
+    for value in values:
+        if type(value) is not str:
+            return False
+    return True
+
+
+def _str_keys(mapping: dict[Any, Any]) -> bool:
+    for key in mapping:
+        if type(key) is not str:
+            return False
+    return True
+
+
+def _exact_steps(steps: Any) -> bool:
+    """Does every value of these ``AgentStep`` field dicts (with ``ToolCall`` field dicts and a ``TokenUsage``
+    field dict) already have its field's exact type (``Any`` fields: anything)?"""
+    if type(steps) is not list:
+        return False
+    for step in steps:
+        usage = step["usage"]
+        calls = step["tool_calls"]
+        if not (
+            type(step["index"]) is int and type(step["thought"]) in _OPTIONAL_STR
+            and type(step["output"]) in _OPTIONAL_STR and type(step["model"]) in _OPTIONAL_STR
+            and type(step["error"]) in _OPTIONAL_STR and type(calls) is list and type(usage) is dict
+            and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
+            and _str_items(step["span_ids"]) and _str_items(step["issues"])
+        ):
+            return False
+        for call in calls:
+            if not (
+                type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR
+                and type(call["call_id"]) in _OPTIONAL_STR and type(call["span_id"]) in _OPTIONAL_STR
+                and type(call["start_time_unix_nano"]) in _OPTIONAL_INT
+                and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
+                and type(call["executed"]) is bool
+            ):
+                return False
+    return True
+
+
+def assembled_trace(
+    trace_id: str, agent_span_id: str | None, agent_name: str, conversation_id: str | None, input: str | None,
+    final_output: str | None, steps: list[dict[str, Any]], status: str, error: str | None, start_time_unix_nano: int,
+    end_time_unix_nano: int, usage: dict[str, int], content_captured: bool, tool_definitions: list[Any] | None,
+    issues: list[str], partial: bool, metadata: dict[str, Any],
+) -> AgentTrace:
+    """``AgentTrace.model_validate`` of these fields, equal to it (values, ``model_fields_set``, ``__dict__``
+    order, dumps), without pydantic's validation when every value already is what validation keeps: exact
+    types, a known status, ``str`` metadata keys. Assembly builds one tree per run, and its validation was a
+    third of assembly's grouping phase. Anything else is validated as before (and rejected alike).
+
+    ``steps`` are ``AgentStep`` field dicts, their ``usage`` a ``TokenUsage`` field dict and their
+    ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each step's ``span_ids`` and
+    ``issues``, and ``issues`` and ``metadata`` become the models' own: pass values made for it.
+    """
+    if (
+        type(trace_id) is str and type(agent_span_id) in _OPTIONAL_STR and type(agent_name) is str
+        and type(conversation_id) in _OPTIONAL_STR and type(input) in _OPTIONAL_STR
+        and type(final_output) in _OPTIONAL_STR and type(status) is str and (status == "ok" or status == "error")
+        and type(error) in _OPTIONAL_STR and type(start_time_unix_nano) is int and type(end_time_unix_nano) is int
+        and type(usage) is dict and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
+        and type(content_captured) is bool and (tool_definitions is None or type(tool_definitions) is list)
+        and _str_items(issues) and type(partial) is bool and type(metadata) is dict and _str_keys(metadata)
+        and _exact_steps(steps)
+    ):
+        built = [_built(AgentStep, {
+            "index": step["index"], "thought": step["thought"], "output": step["output"],
+            "tool_calls": [_built(ToolCall, call, _CALL_SET) for call in step["tool_calls"]],
+            "model": step["model"], "usage": _usage(step["usage"]), "span_ids": step["span_ids"],
+            "error": step["error"], "issues": step["issues"],
+        }, _STEP_SET) for step in steps]
+        return _built(AgentTrace, {  # type: ignore[no-any-return]
+            "trace_id": trace_id, "agent_span_id": agent_span_id, "agent_name": agent_name,
+            "conversation_id": conversation_id, "input": input, "final_output": final_output, "steps": built,
+            "children": [], "parent_step_index": None, "status": status, "error": error,
+            "start_time_unix_nano": start_time_unix_nano, "end_time_unix_nano": end_time_unix_nano,
+            "usage": _usage(usage), "content_captured": content_captured,
+            "tool_definitions": None if tool_definitions is None else list(tool_definitions), "prior_turns": [],
+            "partial": partial, "spans_dropped": 0, "issues": issues, "metadata": metadata,
+        }, _ASSEMBLED_SET)
+    return AgentTrace.model_validate({
+        "trace_id": trace_id, "agent_span_id": agent_span_id, "agent_name": agent_name,
+        "conversation_id": conversation_id, "input": input, "final_output": final_output, "steps": steps,
+        "status": status, "error": error, "start_time_unix_nano": start_time_unix_nano,
+        "end_time_unix_nano": end_time_unix_nano, "usage": usage, "content_captured": content_captured,
+        "tool_definitions": tool_definitions, "issues": issues, "partial": partial, "metadata": metadata,
+    })
+
+
 class EvalResult(_Model):
     """One evaluator's verdict on one agent trace."""
 

@@ -57,7 +57,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..metadata import run_metadata
-from ..model import AgentTrace
+from ..model import AgentTrace, assembled_trace
 from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
 from .dialects import RULES
 from .dialects.base import (
@@ -294,7 +294,7 @@ class TraceAssembly(TraceIndex):
                 above = self.above(tool.span_id).kinds  # placed by ``run``
                 if STEP not in above and LLM not in above:
                     for position, call in by_call_id.get(call_ids[0], ()):
-                        if call.requested and not call.executed:
+                        if call["requested"] and not call["executed"]:
                             drafts[position].attach(tool, call)
                             break
                     else:
@@ -329,9 +329,7 @@ class TraceAssembly(TraceIndex):
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
-        # One validation of the whole tree: pydantic-core builds the nested models much faster
-        # than one ``__init__`` per step and tool call.
-        return AgentTrace.model_validate(dict(
+        return assembled_trace(
             trace_id=trace_id_hex(root.trace_id),
             agent_span_id=span_id_hex(scope.key),
             agent_name=_agent_name(agent, root, scope),
@@ -351,7 +349,7 @@ class TraceAssembly(TraceIndex):
             issues=issues,
             partial=scope.key not in self.records,
             metadata=run_metadata(root.resource, agent.record.attributes if agent else None),
-        ))
+        )
 
     def _backfill_results(self, scope: Scope, drafts: list[StepDraft]) -> None:
         """An executed call whose tool span recorded no result takes the result echoed to the model.
@@ -364,9 +362,9 @@ class TraceAssembly(TraceIndex):
         others: list[Operation] | None = None
         for index, draft in enumerate(drafts):
             for call in draft.calls:
-                if not call.executed and call.call_id is not None and index + 1 < len(drafts):
+                if not call["executed"] and call["call_id"] is not None and index + 1 < len(drafts):
                     refusal(call, drafts[index + 1])
-                if call.result is not None or not call.executed or call.call_id is None:
+                if call["result"] is not None or not call["executed"] or call["call_id"] is None:
                     continue
                 found = MISSING
                 for later in drafts[index + 1 :]:
@@ -390,7 +388,7 @@ class TraceAssembly(TraceIndex):
                         if found is not MISSING:
                             break
                 if found is not MISSING:
-                    call.result = maybe_json(found, "echoed tool result", [])
+                    call["result"] = maybe_json(found, "echoed tool result", [])
 
     def _drafts_of(self, scope: Scope) -> list[StepDraft]:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from ..model import AgentStep, AgentTrace, step_texts
+from ..model import AgentStep, AgentTrace, step_texts, tool_call_fields
 from ..records import span_id_hex
 from .dialects.base import (
     Message,
@@ -29,6 +29,12 @@ START_TIME = attrgetter("record.start_time_unix_nano")
 END_TIME = attrgetter("record.end_time_unix_nano")
 
 
+CallDraft = dict[str, Any]
+"""A tool call while assembly fills it in: its ``ToolCall`` field dict, made by ``model.tool_call_fields`` with
+what the model's request states; ``StepDraft.attach`` sets the rest. The dict becomes the ``ToolCall``'s own
+(``model.assembled_trace``): nothing is copied per call."""
+
+
 class DraftIndex:
     """Look-ups from a tool span to its draft, so that a long run costs no scan of every draft per tool."""
 
@@ -43,7 +49,7 @@ class DraftIndex:
         by_call_id = self.by_call_id
         for position, draft in enumerate(drafts):
             for call in draft.calls:
-                call_id = call.call_id
+                call_id = call["call_id"]
                 if call_id is not None:
                     if call_id in by_call_id:
                         by_call_id[call_id].append((position, call))
@@ -80,7 +86,7 @@ class DraftIndex:
         first: tuple[int, CallDraft] | None = None
         for call_id in call_ids:
             for position, call in self.by_call_id.get(call_id, ()):
-                if call.requested and not call.executed:
+                if call["requested"] and not call["executed"]:
                     if first is None or position < first[0]:
                         first = position, call
                     break
@@ -92,6 +98,7 @@ class StepDraft:
 
     __slots__ = (
         "calls",
+        "canonical",
         "calls_in_text",
         "issues",
         "llm",
@@ -122,6 +129,8 @@ class StepDraft:
         (read then: a model call's input is parsed when first needed, and its issues come with it)."""
         self.text: str | None = None
         """``llm``'s output text, read once."""
+        self.canonical: dict[int, tuple[Any, str]] | None = None
+        """``id`` of a call -> (its arguments, their ``canonical_json``): see ``canonical_arguments``."""
 
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
@@ -150,7 +159,7 @@ class StepDraft:
                         if call_id in seen:
                             continue
                         seen.add(call_id)
-                    calls.append(CallDraft(call.name, call.arguments, call_id))
+                    calls.append(tool_call_fields(call.name, call.arguments, call_id))
         if llm is not None:
             draft.text = text = output_text(llm.output_messages)
             draft.calls_in_text = not calls and bool(text)
@@ -159,23 +168,35 @@ class StepDraft:
     def open_call(self, tool: Operation, by: str) -> CallDraft | None:
         """The requested, not yet executed call this tool span fulfils, if any."""
         for call in self.calls:
-            if call.executed or not call.requested:
+            if call["executed"] or not call["requested"]:
                 continue
-            if by == "id" and call.call_id is not None and call.call_id in tool.tool_call_ids:
+            if by == "id" and call["call_id"] is not None and call["call_id"] in tool.tool_call_ids:
                 return call
-            if by == "args" and call.name == tool.tool_name and (
-                tool.tool_arguments is None or call.canonical_arguments() == tool.canonical_arguments()
+            if by == "args" and call["name"] == tool.tool_name and (
+                tool.tool_arguments is None or self.canonical_arguments(call) == tool.canonical_arguments()
             ):
                 return call
-            if by == "name" and call.name == tool.tool_name:
+            if by == "name" and call["name"] == tool.tool_name:
                 return call
-            if by == "handoff" and tool.handoff_to and mentions(call.name, tool.handoff_to):
+            if by == "handoff" and tool.handoff_to and mentions(call["name"], tool.handoff_to):
                 return call
         if by == "handoff" and tool.handoff_to:  # a renamed handoff tool: the one call still open
             open_calls = [c for c in self.calls if c.requested and not c.executed]
             if len(open_calls) == 1:
                 return open_calls[0]
         return None
+
+    def canonical_arguments(self, call: CallDraft) -> str:
+        """``canonical_json`` of a call's arguments, encoded once while they are the same object: each tool
+        span without a call id compares its arguments with every open call of its name."""
+        cache = self.canonical
+        if cache is None:
+            cache = self.canonical = {}
+        arguments = call["arguments"]
+        cached = cache.get(id(call))
+        if cached is None or cached[0] is not arguments:
+            cached = cache[id(call)] = (arguments, canonical_json(arguments))
+        return cached[1]
 
     def attach(self, tool: Operation, call: CallDraft | None = None) -> None:
         """Place a tool span on this step: on the open call it fulfils (``call`` when the caller found it
@@ -191,33 +212,33 @@ class StepDraft:
             # A response that requested no structured call asked for its tools in text or code
             # (ReAct, code agents): the tool spans run under it are its calls, without call ids.
             in_text = self.llm is None or not self.llm.has_content or self.calls_in_text
-            call = CallDraft(name=tool.tool_name or tool.record.name, requested=in_text)
+            call = tool_call_fields(tool.tool_name or tool.record.name, requested=in_text)
             if not in_text:
-                self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call.name}) was not requested by this turn")
+                self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call['name']}) was not requested by this turn")
             self.calls.append(call)
         record = tool.record
-        call.executed = True
-        call.span_id = span_hex = span_id_hex(tool.span_id)
+        call["executed"] = True
+        call["span_id"] = span_hex = span_id_hex(tool.span_id)
         self.tool_span_hexes.append(span_hex)
-        call.start_time_unix_nano = record.start_time_unix_nano
-        call.end_time_unix_nano = record.end_time_unix_nano
+        call["start_time_unix_nano"] = record.start_time_unix_nano
+        call["end_time_unix_nano"] = record.end_time_unix_nano
         arguments = tool.tool_arguments
         if arguments is not None and not (
             # a tool span that recorded only the bare value of a single argument (OpenInference
             # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
-            isinstance(call.arguments, dict) and not isinstance(arguments, (dict, list))
+            isinstance(call["arguments"], dict) and not isinstance(arguments, (dict, list))
         ):
-            call.arguments = arguments
-        if call.call_id is None and tool.tool_call_ids:
-            call.call_id = tool.tool_call_ids[-1]
-        call.result = tool.tool_result
-        call.error = tool.error
+            call["arguments"] = arguments
+        if call["call_id"] is None and tool.tool_call_ids:
+            call["call_id"] = tool.tool_call_ids[-1]
+        call["result"] = tool.tool_result
+        call["error"] = tool.error
         self.tool_span_ids.append(tool.span_id)
         if tool.issues:
             self.issues.extend(tool.issues)
 
     def to_step(self, index: int) -> dict[str, Any]:
-        """The ``AgentStep`` fields."""
+        """The ``AgentStep`` field dict, its calls' dicts in it: what ``model.assembled_trace`` makes the step of."""
         llm = self.llm
         calls = self.calls
         step = self.step
@@ -234,18 +255,7 @@ class StepDraft:
             "index": index,
             "thought": thought,
             "output": output,
-            "tool_calls": [{  # the ``ToolCall`` fields
-                "name": call.name,
-                "arguments": call.arguments,
-                "result": call.result,
-                "error": call.error,
-                "call_id": call.call_id,
-                "span_id": call.span_id,
-                "start_time_unix_nano": call.start_time_unix_nano,
-                "end_time_unix_nano": call.end_time_unix_nano,
-                "requested": call.requested,
-                "executed": call.executed,
-            } for call in calls],
+            "tool_calls": calls,
             "model": model,
             "usage": total_usage(llms),
             "span_ids": span_ids,
@@ -262,37 +272,6 @@ class StepDraft:
         for llm in self.llms:
             issues.extend(llm.issues)
         return issues
-
-
-class CallDraft:
-    """A tool call while assembly fills it in (``StepDraft.to_step`` gives the ``ToolCall`` fields).
-
-    What most calls keep (not executed, no result yet...) is a class default: a call is made with
-    the three fields the model's request states, and ``attach`` sets the rest."""
-
-    requested: bool = True
-    executed: bool = False
-    result: Any = None
-    error: str | None = None
-    span_id: str | None = None
-    start_time_unix_nano: int | None = None
-    end_time_unix_nano: int | None = None
-    _canonical: tuple[Any, str] | None = None
-
-    def __init__(self, name: str, arguments: Any = None, call_id: str | None = None, requested: bool = True) -> None:
-        self.name = name
-        self.arguments = arguments
-        self.call_id = call_id
-        if not requested:
-            self.requested = False
-
-    def canonical_arguments(self) -> str:
-        """``canonical_json(arguments)``, encoded once while ``arguments`` is the same object: each tool
-        span without a call id compares its arguments with every open call of its name."""
-        cached = self._canonical
-        if cached is None or cached[0] is not self.arguments:
-            cached = self._canonical = (self.arguments, canonical_json(self.arguments))
-        return cached[1]
 
 
 def total_usage(llms: list[Operation]) -> dict[str, int]:
@@ -333,11 +312,11 @@ def backfill_call_ids(drafts: list[StepDraft]) -> None:
     """
     for index, draft in enumerate(drafts):
         for call in draft.calls:
-            if call.call_id is not None or not call.executed:
+            if call["call_id"] is not None or not call["executed"]:
                 continue
             for later in drafts[index + 1 :]:
-                call.call_id = echoed_id(call, later.llm.input_messages if later.llm else None)
-                if call.call_id is not None:
+                call["call_id"] = echoed_id(call, later.llm.input_messages if later.llm else None)
+                if call["call_id"] is not None:
                     break
 
 
@@ -353,14 +332,14 @@ def echoed_result(call: CallDraft, messages: list[Message] | None, strict: bool)
     if not messages:
         return MISSING
     names = {requested.call_id: requested.name for m in messages for requested in m.tool_calls if requested.call_id}
-    if call.call_id in names:
-        if names[call.call_id] != call.name:
+    if call["call_id"] in names:
+        if names[call["call_id"]] != call["name"]:
             return MISSING
     elif strict:
         return MISSING
     for message in messages:
         for call_id, echoed in message.tool_results:
-            if call_id == call.call_id and echoed is not None:
+            if call_id == call["call_id"] and echoed is not None:
                 return echoed
     return MISSING
 
@@ -371,11 +350,11 @@ def refusal(call: CallDraft, after: StepDraft) -> None:
     result and error."""
     for llm in after.llms:
         for message in llm.input_messages or ():
-            if call.call_id in message.refused:
+            if call["call_id"] in message.refused:
                 for call_id, echoed in message.tool_results:
-                    if call_id == call.call_id and echoed is not None:
-                        call.result = echoed
-                        call.error = echoed if isinstance(echoed, str) else canonical_json(echoed)
+                    if call_id == call["call_id"] and echoed is not None:
+                        call["result"] = echoed
+                        call["error"] = echoed if isinstance(echoed, str) else canonical_json(echoed)
                         return
 
 
@@ -400,13 +379,13 @@ def mentions(name: str, agent: str) -> bool:
 
 
 def echoed_id(call: CallDraft, messages: list[Message] | None) -> str | None:
-    args = canonical_json(call.arguments)
+    args = canonical_json(call["arguments"])
     for message in messages or ():
         for requested in message.tool_calls:
-            if requested.call_id and requested.name == call.name and canonical_json(requested.arguments) == args:
+            if requested.call_id and requested.name == call["name"] and canonical_json(requested.arguments) == args:
                 return requested.call_id
-    if call.result is not None:
-        result = canonical_json(call.result)
+    if call["result"] is not None:
+        result = canonical_json(call["result"])
         for message in messages or ():
             for call_id, echoed in message.tool_results:
                 if call_id and canonical_json(echoed) == result:
