@@ -144,7 +144,7 @@ def configure_evaluators(
     """The one place that turns settings into an ``EvaluatorFactory``: rules, thresholds and,
     when a judge is configured (``OTEL_AGENT_EVAL_JUDGE_*``, see docs/judge.md), its client."""
     from ..config_base import ENV_PREFIX, ConfigError
-    from .judge import JudgeSettings
+    from .judge.settings import JudgeSettings
 
     factory = EvaluatorFactory(settings, expectation_rules(settings, expectations), {**settings.thresholds, **(thresholds or {})})
     judge_settings = JudgeSettings.load(env)
@@ -194,7 +194,7 @@ def facts_for(rules: Sequence[ToolExpectation], trace: AgentTrace) -> list[str] 
 
 def judge_status(env: Mapping[str, str] | None = None) -> str:
     """One line for humans: are judge evaluators on, and if not, how to turn them on."""
-    from .judge import JudgeSettings
+    from .judge.settings import JudgeSettings
 
     settings = JudgeSettings.load(env)
     if settings.enabled:

@@ -72,7 +72,10 @@ def known_evaluator_names() -> set[str]:
 
 def entry_point_names() -> set[str]:
     """Names installed packages register (without loading them); built-in names cannot be taken."""
-    return set(_entry_points()) - set(_builtins()) - set(_judge_builtins())
+    registered = set(_entry_points())
+    if not registered:  # the usual case: no judge evaluator imported just to subtract its names
+        return registered
+    return registered - set(_builtins()) - set(_judge_builtins())
 
 
 def check_name(spec: str) -> None:

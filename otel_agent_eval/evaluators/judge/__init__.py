@@ -5,67 +5,66 @@
     evaluators = [TaskCompletion(judge), ...]
 
 See docs/judge.md. The ``openai`` package (the ``judge`` extra) is imported only
-when a ``JudgeClient`` is built.
+when a ``JudgeClient`` is built. The public names are imported on first use (PEP 562):
+every command asks ``JudgeSettings`` whether a judge is configured, and most runs have
+none, so the client, the evaluators and their Prometheus metrics are not imported for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .base import JudgeEvaluator
-from .client import (
-    REASONS,
-    BudgetExhausted,
-    JudgeClient,
-    JudgeError,
-    JudgeReply,
-    suppress_instrumentation,
-)
-from .evaluators import (
-    JUDGE_EVALUATORS,
-    AgentMemoryEval,
-    PlanQuality,
-    PriorTurn,
-    ResponseFacts,
-    StepFaithfulness,
-    TaskCompletion,
-    ToolArgumentAccuracy,
-    ToolCallNecessity,
-    TrajectoryEfficiency,
-)
-from .metrics import JudgeMetrics
-from .qag import Question
-from .redaction import Redactor
-from .render import JudgeView, render_trace
-from .schema_check import check_call, tool_schemas
-from .settings import DEFAULT_JUDGE_EVALUATORS, JudgeSettings, ModelPrice
+if TYPE_CHECKING:
+    from .base import JudgeEvaluator
+    from .client import REASONS, BudgetExhausted, JudgeClient, JudgeError, JudgeReply, suppress_instrumentation
+    from .evaluators import (
+        JUDGE_EVALUATORS,
+        AgentMemoryEval,
+        PlanQuality,
+        PriorTurn,
+        ResponseFacts,
+        StepFaithfulness,
+        TaskCompletion,
+        ToolArgumentAccuracy,
+        ToolCallNecessity,
+        TrajectoryEfficiency,
+        build_judge_evaluators,
+    )
+    from .metrics import JudgeMetrics
+    from .qag import Question
+    from .redaction import Redactor
+    from .render import JudgeView, render_trace
+    from .schema_check import check_call, tool_schemas
+    from .settings import DEFAULT_JUDGE_EVALUATORS, JudgeSettings, ModelPrice
+
+_WHERE = {
+    ".base": ("JudgeEvaluator",),
+    ".client": ("REASONS", "BudgetExhausted", "JudgeClient", "JudgeError", "JudgeReply", "suppress_instrumentation"),
+    ".evaluators": ("JUDGE_EVALUATORS", "AgentMemoryEval", "PlanQuality", "PriorTurn", "ResponseFacts", "StepFaithfulness",
+                    "TaskCompletion", "ToolArgumentAccuracy", "ToolCallNecessity", "TrajectoryEfficiency",
+                    "build_judge_evaluators"),
+    ".metrics": ("JudgeMetrics",),
+    ".qag": ("Question",),
+    ".redaction": ("Redactor",),
+    ".render": ("JudgeView", "render_trace"),
+    ".schema_check": ("check_call", "tool_schemas"),
+    ".settings": ("DEFAULT_JUDGE_EVALUATORS", "JudgeSettings", "ModelPrice"),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 
-def build_judge_evaluators(
-    judge: JudgeClient, names: Iterable[str], *, thresholds: Mapping[str, float] | None = None, **options: Any
-) -> list[JudgeEvaluator]:
-    """Instantiate judge evaluators by name, sharing one client (budget, cache, concurrency).
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: later look-ups do not come here
+    return value
 
-    ``thresholds``: evaluator name -> threshold (unnamed ones keep their default).
 
-    ``options`` go to the evaluators that accept them: ``tool_definitions``
-    (tool_argument_accuracy), ``history`` (agent_memory), ``facts`` /
-    ``facts_for`` (response_facts), ``reference`` (task_completion: an expected output).
-    """
-    accepted = {
-        "tool_argument_accuracy": ("tool_definitions",),
-        "agent_memory": ("history",),
-        "response_facts": ("facts", "facts_for"),
-        "task_completion": ("reference",),
-    }
-    built: list[JudgeEvaluator] = []
-    for name in names:
-        if name not in JUDGE_EVALUATORS:
-            raise ValueError(f"unknown judge evaluator {name!r}; allowed: {', '.join(sorted(JUDGE_EVALUATORS))}")
-        kwargs = {k: v for k, v in options.items() if k in accepted.get(name, ())}
-        built.append(JUDGE_EVALUATORS[name](judge, (thresholds or {}).get(name), **kwargs))
-    return built
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -20,7 +20,7 @@ The base class and what a partial run means for the judge: ``base.py``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -413,3 +413,29 @@ JUDGE_EVALUATORS: dict[str, type[JudgeEvaluator]] = {
     for cls in (TaskCompletion, PlanQuality, StepFaithfulness, ToolArgumentAccuracy, ToolCallNecessity,
                 TrajectoryEfficiency, AgentMemoryEval, ResponseFacts)
 }
+
+
+def build_judge_evaluators(
+    judge: JudgeClient, names: Iterable[str], *, thresholds: Mapping[str, float] | None = None, **options: Any
+) -> list[JudgeEvaluator]:
+    """Instantiate judge evaluators by name, sharing one client (budget, cache, concurrency).
+
+    ``thresholds``: evaluator name -> threshold (unnamed ones keep their default).
+
+    ``options`` go to the evaluators that accept them: ``tool_definitions``
+    (tool_argument_accuracy), ``history`` (agent_memory), ``facts`` /
+    ``facts_for`` (response_facts), ``reference`` (task_completion: an expected output).
+    """
+    accepted = {
+        "tool_argument_accuracy": ("tool_definitions",),
+        "agent_memory": ("history",),
+        "response_facts": ("facts", "facts_for"),
+        "task_completion": ("reference",),
+    }
+    built: list[JudgeEvaluator] = []
+    for name in names:
+        if name not in JUDGE_EVALUATORS:
+            raise ValueError(f"unknown judge evaluator {name!r}; allowed: {', '.join(sorted(JUDGE_EVALUATORS))}")
+        kwargs = {k: v for k, v in options.items() if k in accepted.get(name, ())}
+        built.append(JUDGE_EVALUATORS[name](judge, (thresholds or {}).get(name), **kwargs))
+    return built

@@ -120,9 +120,11 @@ class JudgeSettings(BaseModel):
         return settings
 
     def _check_consistency(self, env: Mapping[str, str]) -> None:
-        from .evaluators import JUDGE_EVALUATORS
+        unknown = []
+        if not set(self.evaluators) <= set(DEFAULT_JUDGE_EVALUATORS):  # the defaults are judge evaluators (a test
+            from .evaluators import JUDGE_EVALUATORS  # says so): the evaluators are imported only to check others
 
-        unknown = [name for name in self.evaluators if name not in JUDGE_EVALUATORS]
+            unknown = [name for name in self.evaluators if name not in JUDGE_EVALUATORS]
         if unknown:
             raise ConfigError(
                 f"{JUDGE_PREFIX}EVALUATORS: unknown judge evaluator(s) {', '.join(unknown)}; allowed: {', '.join(sorted(JUDGE_EVALUATORS))}"

@@ -346,3 +346,29 @@ def test_verdict_properties(questions: list[Question], data: st.DataObject, thre
         assert verdict.score == sum(given_answers[q.id] == q.expected for q in known) / len(known)
     assert verdict.insufficient == (not known or any(q.critical for q in questions)
                                     and all(given_answers[q.id] == "unknown" for q in questions if q.critical))
+
+
+def test_default_judge_evaluators_are_judge_evaluators() -> None:
+    """``JudgeSettings`` checks only names beyond the defaults against the evaluators (not imported otherwise)."""
+    from otel_agent_eval.evaluators.judge import DEFAULT_JUDGE_EVALUATORS, JUDGE_EVALUATORS
+
+    assert set(DEFAULT_JUDGE_EVALUATORS) <= set(JUDGE_EVALUATORS)
+
+
+def test_no_judge_configured_imports_no_judge_client() -> None:
+    """Every command asks whether a judge is configured; without one (and no evaluator plugin installed,
+    whose names are checked against the judge evaluators'), the client, the judge evaluators and their
+    Prometheus metrics stay unimported (a fresh interpreter: this one has imported them)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from otel_agent_eval.config import Settings\n"
+        "from otel_agent_eval.evaluators import build_configured_evaluators, registry\n"
+        "registry._entry_points = dict  # this environment has the example plugin installed\n"
+        "build_configured_evaluators(Settings.load(), env={})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('otel_agent_eval.evaluators.judge.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PATH": ""})
+    assert out.stdout.strip() == "['otel_agent_eval.evaluators.judge.settings']", out.stdout
