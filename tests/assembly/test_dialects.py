@@ -265,6 +265,21 @@ def test_adk_native_gemini_json_without_openinference() -> None:
     assert trace.final_output == "Hello!"
 
 
+def test_adk_request_or_response_of_the_wrong_shape_is_an_issue() -> None:
+    # Valid JSON that is no object (a list, a number): read as nothing, and the step says why.
+    adk = {"gen_ai.system": "gcp.vertex.agent", "gen_ai.request.model": "gemini-2.0-flash"}
+    spans = [
+        span(1, "agent_run [hello_agent]", 0, 100, None, scope_name="gcp.vertex.agent"),
+        span(2, "call_llm", 1, 20, attributes=adk | {"gcp.vertex.agent.llm_request": json.dumps([{"role": "user"}]),
+             "gcp.vertex.agent.llm_response": "42"}),
+    ]
+    (trace,) = assemble(spans)
+    assert trace.steps[0].issues == [
+        "gcp.vertex.agent.llm_request: expected a JSON object, got list; not read",
+        "gcp.vertex.agent.llm_response: expected a JSON object, got int; not read",
+    ]
+
+
 def test_legacy_single_string_and_message_events() -> None:
     # semconv <= 1.27: gen_ai.content.prompt / gen_ai.content.completion span events
     llm = span(2, "chat", 1, 10, None, attributes={"gen_ai.system": "openai", "gen_ai.request.model": "m"}, events=(

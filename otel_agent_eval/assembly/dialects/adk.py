@@ -103,6 +103,8 @@ def extract(record: SpanRecord, op: Operation) -> None:
     if op.kind == LLM:
         request = _json(attrs, "gcp.vertex.agent.llm_request", issues)
         response = _json(attrs, "gcp.vertex.agent.llm_response", issues)
+        _expect_object(request, "gcp.vertex.agent.llm_request", issues)
+        _expect_object(response, "gcp.vertex.agent.llm_response", issues)
         if isinstance(request, dict):
             fill(op, model=as_str(request.get("model")))
             if isinstance(request.get("config"), dict):
@@ -163,6 +165,13 @@ def _relays_as_other_agent(messages: list[Message] | None) -> list[Message] | No
 
 def _json(attrs: Any, key: str, issues: list[str]) -> Any:
     return parse_json_value(attrs[key], key, issues) if present(attrs.get(key)) else None
+
+
+def _expect_object(value: Any, key: str, issues: list[str]) -> None:
+    """ADK writes the request and response as JSON objects: any other JSON value is read as nothing,
+    and said (a string is malformed JSON ``parse_json_value`` has reported already)."""
+    if value is not None and not isinstance(value, (dict, str)):
+        issues.append(f"{key}: expected a JSON object, got {type(value).__name__}; not read")
 
 
 def gemini_message(content: dict[str, Any]) -> Message:
