@@ -181,7 +181,7 @@ class StepDraft:
             if by == "handoff" and tool.handoff_to and mentions(call["name"], tool.handoff_to):
                 return call
         if by == "handoff" and tool.handoff_to:  # a renamed handoff tool: the one call still open
-            open_calls = [c for c in self.calls if c.requested and not c.executed]
+            open_calls = [c for c in self.calls if c["requested"] and not c["executed"]]
             if len(open_calls) == 1:
                 return open_calls[0]
         return None
