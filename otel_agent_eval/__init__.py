@@ -7,8 +7,9 @@ brings in.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_names
 
 if TYPE_CHECKING:
     from .assembly import assemble
@@ -35,7 +36,6 @@ _WHERE = {
     ".model": ("AgentStep", "AgentTrace", "EvalResult", "TokenUsage", "ToolCall"),
     ".records": ("SpanRecord",),
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 __all__ = [
     "AgentEvalProcessor", "AgentStep", "AgentTrace", "ConfigError", "EvalResult", "Evaluator", "ExpectedCall",
@@ -45,14 +45,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # once: later look-ups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _WHERE)

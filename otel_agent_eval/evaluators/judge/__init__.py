@@ -12,8 +12,9 @@ none, so the client, the evaluators and their Prometheus metrics are not importe
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ...lazy import lazy_names
 
 if TYPE_CHECKING:
     from .base import JudgeEvaluator
@@ -51,20 +52,9 @@ _WHERE = {
     ".schema_check": ("check_call", "tool_schemas"),
     ".settings": ("DEFAULT_JUDGE_EVALUATORS", "JudgeSettings", "ModelPrice"),
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # once: later look-ups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _WHERE)
 
 
 __all__ = [
