@@ -120,7 +120,7 @@ class JudgeSettings(BaseModel):
         return settings
 
     def _check_consistency(self, env: Mapping[str, str]) -> None:
-        unknown = []
+        unknown: list[str] = []
         if not set(self.evaluators) <= set(DEFAULT_JUDGE_EVALUATORS):  # the defaults are judge evaluators (a test
             from .evaluators import JUDGE_EVALUATORS  # says so): the evaluators are imported only to check others
 
