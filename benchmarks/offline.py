@@ -105,7 +105,7 @@ from otel_agent_eval.cli import evaluate, main  # noqa: F401  what `evaluate` im
 from otel_agent_eval.evaluators import build_configured_evaluators
 from otel_agent_eval.formats.otlp import iter_trace_file  # noqa: F401  (the command imports these on first use)
 from otel_agent_eval.pipeline.build import evaluation  # noqa: F401
-import otel_agent_eval.evaluators.judge  # noqa: F401  (configure_evaluators imports it, judge configured or not)
+import otel_agent_eval.evaluators.judge.settings  # noqa: F401  (configure_evaluators asks it whether a judge is configured)
 wall, cpu = time.perf_counter(), time.process_time()
 real_stdout, sys.stdout = sys.stdout, open(os.devnull, "w")
 code = main(sys.argv[1:])
