@@ -203,31 +203,33 @@ class ToolFailureRecovery(Evaluator):
         rule = self.rule_for(trace)
         # The calls that count: executed ones, and those the framework refused to run (input its
         # schema rejected: no tool span, an error), which failed too.
-        names, errors = view.names, view.errors
-        kept = [i for i, (error, executed) in enumerate(zip(errors, view.executed())) if executed or error is not None]
+        names, errors, calls = view.names, view.errors, view.calls
         # Identifying arguments: all of them (``view.identities``), or the rule's retry keys.
         if rule.retry_keys:
-            calls = view.calls
-            identities = [call_identity(calls[i], rule.retry_keys) for i in kept]
+            retry_keys = rule.retry_keys
+            identities = [
+                call_identity(call, retry_keys) if error is not None or call.executed else None
+                for call, error in zip(calls, errors)
+            ]
         else:
-            every = view.identities
-            identities = [every[i] for i in kept]
+            identities = view.identities
         # One pass from the end: what succeeded later, by identity and by name.
-        later_ids: set[tuple[str, Any]] = set()
+        later_ids: set[Any] = set()
         later_names: set[str] = set()
+        fallback_tools = rule.fallback_tools
         failures = 0
         unrecovered: list[str] = []
-        for position in range(len(kept) - 1, -1, -1):
-            i = kept[position]
-            identity, name = identities[position], names[i]
+        for i in range(len(calls) - 1, -1, -1):
             if errors[i] is None:
-                later_ids.add(identity)
-                later_names.add(name)
+                if calls[i].executed:  # a call that never ran did not succeed
+                    later_ids.add(identities[i])
+                    later_names.add(names[i])
                 continue
             failures += 1
-            fallbacks = rule.fallback_tools.get(name, ())
-            if identity not in later_ids and not any(fallback in later_names for fallback in fallbacks):
-                unrecovered.append(name)
+            if identities[i] not in later_ids:
+                fallbacks = fallback_tools.get(names[i])
+                if not fallbacks or later_names.isdisjoint(fallbacks):
+                    unrecovered.append(names[i])
         unrecovered.reverse()
         recovered = failures - len(unrecovered)
         details = {"failed": failures, "recovered": recovered, "unrecovered_tools": unrecovered}
