@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from ..assembly.dialects.base import canonical_json
@@ -11,6 +12,10 @@ from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
 from .view import run_view
+
+_ABOUT_TOOL_CALLS = attrgetter("about_tool_calls")
+_ABOUT_RECOVERY = attrgetter("about_recovery")
+"""``first_rule``'s tests, as C calls (a lambda was a function object and a frame per run)."""
 
 __all__ = ["ExpectedCall", "ToolCallAccuracy", "ToolExpectation", "ToolFailureRecovery", "load_expectations"]
 
@@ -118,7 +123,7 @@ class ToolCallAccuracy(Evaluator):
         self.rules = list(rules)
 
     def rule_for(self, trace: AgentTrace) -> ToolExpectation | None:
-        return first_rule(self.rules, trace, lambda rule: rule.about_tool_calls) or self.default_rule
+        return first_rule(self.rules, trace, _ABOUT_TOOL_CALLS) or self.default_rule
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         rule = self.rule_for(trace)
@@ -192,7 +197,7 @@ class ToolFailureRecovery(Evaluator):
         self.rules = list(rules)
 
     def rule_for(self, trace: AgentTrace) -> ToolExpectation:
-        return first_rule(self.rules, trace, lambda rule: rule.about_recovery) or self.default_rule
+        return first_rule(self.rules, trace, _ABOUT_RECOVERY) or self.default_rule
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         if not trace.steps:
