@@ -206,10 +206,10 @@ class ToolFailureRecovery(Evaluator):
         if not view.any_failed:
             return [self.scored(trace, 1.0, "no tool call failed", {"failed": 0})]
         rule = self.rule_for(trace)
-        # The calls that count: executed ones, and those the framework refused to run (input its
-        # schema rejected: no tool span, an error), which failed too.
         names, errors, calls = view.names, view.errors, view.calls
-        # Identifying arguments: all of them (``view.identities``), or the rule's retry keys.
+        # The calls that count: executed ones, and those the framework refused to run (input its
+        # schema rejected: no tool span, an error), which failed too. Their identifying arguments:
+        # all of them (``view.identities``), or the rule's retry keys.
         if rule.retry_keys:
             retry_keys = rule.retry_keys
             identities = [
@@ -218,7 +218,8 @@ class ToolFailureRecovery(Evaluator):
             ]
         else:
             identities = view.identities
-        # One pass from the end: what succeeded later, by identity and by name.
+        # One pass from the end: what succeeded later, by identity and by name; a call that neither
+        # failed nor ran does not count.
         later_ids: set[Any] = set()
         later_names: set[str] = set()
         fallback_tools = rule.fallback_tools
@@ -226,7 +227,7 @@ class ToolFailureRecovery(Evaluator):
         unrecovered: list[str] = []
         for i in range(len(calls) - 1, -1, -1):
             if errors[i] is None:
-                if calls[i].executed:  # a call that never ran did not succeed
+                if calls[i].executed:
                     later_ids.add(identities[i])
                     later_names.add(names[i])
                 continue
