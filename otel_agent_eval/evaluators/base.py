@@ -151,7 +151,11 @@ def run_scope(evaluators: Sequence[Evaluator]) -> AbstractContextManager[object]
     for evaluator in evaluators:
         if not telemetry_free(evaluator):
             return evaluation_scope()
-    return nullcontext()
+    return _NO_SCOPE
+
+
+_NO_SCOPE = nullcontext()
+"""``run_scope``'s scope when none is needed: one, reused (it holds nothing)."""
 
 
 def evaluate_run(evaluators: Sequence[Evaluator], trace: AgentTrace) -> list[EvalResult]:

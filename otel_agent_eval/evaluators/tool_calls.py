@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from ..assembly.dialects.base import canonical_json
@@ -11,6 +12,10 @@ from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
 from .view import run_view
+
+_ABOUT_TOOL_CALLS = attrgetter("about_tool_calls")
+_ABOUT_RECOVERY = attrgetter("about_recovery")
+"""``first_rule``'s tests, as C calls (a lambda was a function object and a frame per run)."""
 
 __all__ = ["ExpectedCall", "ToolCallAccuracy", "ToolExpectation", "ToolFailureRecovery", "load_expectations"]
 
@@ -118,7 +123,7 @@ class ToolCallAccuracy(Evaluator):
         self.rules = list(rules)
 
     def rule_for(self, trace: AgentTrace) -> ToolExpectation | None:
-        return first_rule(self.rules, trace, lambda rule: rule.about_tool_calls) or self.default_rule
+        return first_rule(self.rules, trace, _ABOUT_TOOL_CALLS) or self.default_rule
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         rule = self.rule_for(trace)
@@ -192,7 +197,7 @@ class ToolFailureRecovery(Evaluator):
         self.rules = list(rules)
 
     def rule_for(self, trace: AgentTrace) -> ToolExpectation:
-        return first_rule(self.rules, trace, lambda rule: rule.about_recovery) or self.default_rule
+        return first_rule(self.rules, trace, _ABOUT_RECOVERY) or self.default_rule
 
     def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
         if not trace.steps:
@@ -201,33 +206,36 @@ class ToolFailureRecovery(Evaluator):
         if not view.any_failed:
             return [self.scored(trace, 1.0, "no tool call failed", {"failed": 0})]
         rule = self.rule_for(trace)
+        names, errors, calls = view.names, view.errors, view.calls
         # The calls that count: executed ones, and those the framework refused to run (input its
-        # schema rejected: no tool span, an error), which failed too.
-        names, errors = view.names, view.errors
-        kept = [i for i, (error, executed) in enumerate(zip(errors, view.executed())) if executed or error is not None]
-        # Identifying arguments: all of them (``view.identities``), or the rule's retry keys.
+        # schema rejected: no tool span, an error), which failed too. Their identifying arguments:
+        # all of them (``view.identities``), or the rule's retry keys.
         if rule.retry_keys:
-            calls = view.calls
-            identities = [call_identity(calls[i], rule.retry_keys) for i in kept]
+            retry_keys = rule.retry_keys
+            identities = [
+                call_identity(call, retry_keys) if error is not None or call.executed else None
+                for call, error in zip(calls, errors)
+            ]
         else:
-            every = view.identities
-            identities = [every[i] for i in kept]
-        # One pass from the end: what succeeded later, by identity and by name.
-        later_ids: set[tuple[str, Any]] = set()
+            identities = view.identities
+        # One pass from the end: what succeeded later, by identity and by name; a call that neither
+        # failed nor ran does not count.
+        later_ids: set[Any] = set()
         later_names: set[str] = set()
+        fallback_tools = rule.fallback_tools
         failures = 0
         unrecovered: list[str] = []
-        for position in range(len(kept) - 1, -1, -1):
-            i = kept[position]
-            identity, name = identities[position], names[i]
+        for i in range(len(calls) - 1, -1, -1):
             if errors[i] is None:
-                later_ids.add(identity)
-                later_names.add(name)
+                if calls[i].executed:
+                    later_ids.add(identities[i])
+                    later_names.add(names[i])
                 continue
             failures += 1
-            fallbacks = rule.fallback_tools.get(name, ())
-            if identity not in later_ids and not any(fallback in later_names for fallback in fallbacks):
-                unrecovered.append(name)
+            if identities[i] not in later_ids:
+                fallbacks = fallback_tools.get(names[i])
+                if not fallbacks or later_names.isdisjoint(fallbacks):
+                    unrecovered.append(names[i])
         unrecovered.reverse()
         recovered = failures - len(unrecovered)
         details = {"failed": failures, "recovered": recovered, "unrecovered_tools": unrecovered}

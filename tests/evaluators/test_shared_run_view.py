@@ -24,8 +24,10 @@ from otel_agent_eval.evaluators.view import RunView, call_identities, run_view
 VALUES: list[Any] = [
     {"a": 1}, {"a": True}, {"a": 1.0}, {"a": "1"}, {"a": None}, {"a": 0}, {"a": False}, {"b": 1, "a": 2},
     {"a": 2, "b": 1}, '{"a": 1}', '{"a":2,"b":1}', "not json", {"a": [1]}, {"a": {"b": 1}}, None, [1], {1: "x"},
-    {"1": "x"}, {"a": float("nan")}, {"a": -0.0}, {"a": 0.0}, 1, "1", True, {}, "{}",
+    {"1": "x"}, {"a": float("nan")}, {"a": -0.0}, {"a": 0.0}, 1, "1", True, {}, "{}", "null", {"a": "null"},
 ]
+SCALAR_DICTS_OR_NONE: list[Any] = [*VALUES[:9], {}, {"a": "null"}, None]
+"""Arguments of runs whose identities take ``scalar_identities``'s path (no canonical JSON)."""
 
 
 def run_of(calls: list[ToolCall]) -> AgentTrace:
@@ -87,6 +89,7 @@ def test_identities_are_equal_exactly_when_names_and_canonical_json_are() -> Non
     rng = random.Random(7)
     cases = [[a, b] for a in VALUES for b in VALUES]  # every pair, all dicts of scalars or not
     cases += [[rng.choice(VALUES[:9]) for _ in range(rng.randint(0, 8))] for _ in range(300)]
+    cases += [[rng.choice(SCALAR_DICTS_OR_NONE) for _ in range(rng.randint(0, 8))] for _ in range(300)]
     cases += [[rng.choice(VALUES) for _ in range(rng.randint(0, 8))] for _ in range(300)]
     for arguments in cases:
         names = [rng.choice("xy") for _ in arguments]
@@ -137,7 +140,8 @@ def test_failure_recovery_is_the_documented_rule() -> None:
     rng = random.Random(5)
     rules = [ToolExpectation(), ToolExpectation(retry_keys={"x": ["a"]}), ToolExpectation(fallback_tools={"x": ["y"]})]
     for _ in range(600):
-        calls = [ToolCall(name=rng.choice("xyz"), arguments=rng.choice(VALUES[:12]), error=rng.choice([None, None, "boom"]),
+        values = VALUES[:12] if rng.random() < 0.5 else SCALAR_DICTS_OR_NONE
+        calls = [ToolCall(name=rng.choice("xyz"), arguments=rng.choice(values), error=rng.choice([None, None, "boom"]),
                           executed=rng.random() < 0.8) for _ in range(rng.randint(1, 8))]
         rule = rng.choice(rules)
         run = run_of(calls)
