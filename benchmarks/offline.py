@@ -25,12 +25,17 @@
    /tmp/agentevals/bin/pip install agentevals-cli==0.11.0``): its load-and-extract path
    only, ``agentevals.loader.auto.load_telemetry(FILE)`` (reads the file, decodes OTLP/JSON
    lines, builds traces) then ``agentevals.genai.extract.extract_turns(trace)`` for every
-   trace (turns, LLM calls, tool calls): no scoring, and timed inside its process, after
-   its imports, so interpreter start and imports count against ours only.
+   trace (turns, LLM calls, tool calls), then freeing what it made (ours frees its report
+   inside its window too): no scoring, timed inside its process after its imports; its whole
+   process (interpreter start, imports, exit) is printed as well.
 multivon-eval and ours compute the same score (ordered tool-call accuracy against the same
 expected tools); the per-run pass counts are printed side by side as a check. Timed runs
 alternate (ours, theirs..., then reversed) over ``--rounds``; medians reported, wall time
-and CPU time (user + system of the process: the machine is shared, CPU time drifts less).
+and CPU time (user + system of the process: the machine is shared, CPU time drifts less),
+and the ratios of each round's runs (side by side) with their median and range, after imports
+and whole process for both sides. Ours runs this checkout's code in ``--ours-python`` (default:
+the running interpreter; a virtualenv with ``pip install 'otel-agent-eval[otlp]'`` is what a
+user has: the test environment's extra packages and plugins cost the command's set-up more).
 
     python benchmarks/offline.py                 # 5,000 runs, 3 rounds
     python benchmarks/offline.py --traces 1000 --rounds 1 --skip-multivon
@@ -95,8 +100,9 @@ from agentevals.genai.extract import extract_turns
 wall, cpu = time.perf_counter(), time.process_time()
 telemetry = load_telemetry(sys.argv[1])
 turns = [turn for trace in telemetry.traces for turn in extract_turns(trace)]
-print(json.dumps({"seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "imports_cpu": cpu - started_cpu,
-                  "traces": len(telemetry.traces), "turns": len(turns), "tool_calls": sum(len(t.tool_calls) for t in turns)}))
+check = {"traces": len(telemetry.traces), "turns": len(turns), "tool_calls": sum(len(t.tool_calls) for t in turns)}
+del telemetry, turns  # freed inside the window, as ours frees its report before its clock stops
+print(json.dumps({"seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "imports_cpu": cpu - started_cpu, **check}))
 '''
 
 
