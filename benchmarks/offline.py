@@ -25,12 +25,17 @@
    /tmp/agentevals/bin/pip install agentevals-cli==0.11.0``): its load-and-extract path
    only, ``agentevals.loader.auto.load_telemetry(FILE)`` (reads the file, decodes OTLP/JSON
    lines, builds traces) then ``agentevals.genai.extract.extract_turns(trace)`` for every
-   trace (turns, LLM calls, tool calls): no scoring, and timed inside its process, after
-   its imports, so interpreter start and imports count against ours only.
+   trace (turns, LLM calls, tool calls), then freeing what it made (ours frees its report
+   inside its window too): no scoring, timed inside its process after its imports; its whole
+   process (interpreter start, imports, exit) is printed as well.
 multivon-eval and ours compute the same score (ordered tool-call accuracy against the same
 expected tools); the per-run pass counts are printed side by side as a check. Timed runs
 alternate (ours, theirs..., then reversed) over ``--rounds``; medians reported, wall time
-and CPU time (user + system of the process: the machine is shared, CPU time drifts less).
+and CPU time (user + system of the process: the machine is shared, CPU time drifts less),
+and the ratios of each round's runs (side by side) with their median and range, after imports
+and whole process for both sides. Ours runs this checkout's code in ``--ours-python`` (default:
+the running interpreter; a virtualenv with ``pip install 'otel-agent-eval[otlp]'`` is what a
+user has: the test environment's extra packages and plugins cost the command's set-up more).
 
     python benchmarks/offline.py                 # 5,000 runs, 3 rounds
     python benchmarks/offline.py --traces 1000 --rounds 1 --skip-multivon
@@ -48,7 +53,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 EXPECTED = ["lookup_order", "refund_order"]
 
@@ -59,7 +64,7 @@ from multivon_eval.evaluators.agent import ToolCallAccuracy
 from multivon_eval.integrations.otel import GENAI_PROFILE, OtelTrace, score_otel_trace
 
 path, expected = sys.argv[1], json.loads(sys.argv[2])
-started = time.perf_counter()
+started, started_cpu = time.perf_counter(), time.process_time()
 suite = EvalSuite("offline-bench").add_evaluators(ToolCallAccuracy(require_order=True, threshold=0.5))
 passed = failed = other = 0
 with open(path, "rb") as f:
@@ -83,19 +88,21 @@ with open(path, "rb") as f:
                 passed += 1
             else:
                 failed += 1
-print(json.dumps({"seconds": time.perf_counter() - started, "passed": passed, "failed": failed, "other": other}))
+print(json.dumps({"seconds": time.perf_counter() - started, "cpu": time.process_time() - started_cpu, "passed": passed, "failed": failed, "other": other}))
 '''
 
 
 AGENTEVALS_SCRIPT = r'''
 import json, sys, time
+started_cpu = time.process_time()
 from agentevals.loader.auto import load_telemetry
 from agentevals.genai.extract import extract_turns
 wall, cpu = time.perf_counter(), time.process_time()
 telemetry = load_telemetry(sys.argv[1])
 turns = [turn for trace in telemetry.traces for turn in extract_turns(trace)]
-print(json.dumps({"seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "traces": len(telemetry.traces),
-                  "turns": len(turns), "tool_calls": sum(len(t.tool_calls) for t in turns)}))
+check = {"traces": len(telemetry.traces), "turns": len(turns), "tool_calls": sum(len(t.tool_calls) for t in turns)}
+del telemetry, turns  # freed inside the window, as ours frees its report before its clock stops
+print(json.dumps({"seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "imports_cpu": cpu - started_cpu, **check}))
 '''
 
 
@@ -170,55 +177,71 @@ def generate(path: Path, n: int) -> int:
     return spans_written
 
 
-def _timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+CHECKOUT = Path(__file__).resolve().parent.parent
+"""Ours runs from here (``-m`` and ``-c`` put the working directory first on ``sys.path``): this
+checkout's code is what is measured, whatever version is installed in ``--ours-python``."""
+
+
+class Timed(NamedTuple):
+    """One run: wall and CPU seconds of the timed window (``after imports`` for the in-process
+    scripts, the whole process for ``ours``), and of the whole process (interpreter start and imports
+    included: user + system of the child)."""
+
+    wall: float
+    cpu: float
+    whole_wall: float
+    whole_cpu: float
+    check: dict[str, Any]
+
+
+def _timed(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, subprocess.CompletedProcess[str]]:
     """Wall and CPU seconds (user + system of the child) of one subprocess."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
 
 
-def run_ours(path: Path, expectations: Path) -> tuple[float, float, dict[str, Any]]:
-    """``python -m otel_agent_eval evaluate`` (this checkout's code, whatever is installed)."""
-    cmd = [sys.executable, "-m", "otel_agent_eval", "evaluate", str(path), "--format", "json", "--evaluators", "tool_call_accuracy",
+def _in_process(cmd: list[str], cwd: Path | None = None) -> Timed:
+    """A script that prints its own timed window (``seconds``, ``cpu``) as the last line of JSON."""
+    whole_wall, whole_cpu, done = _timed(cmd, cwd)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return Timed(found.pop("seconds"), found.pop("cpu"), whole_wall, whole_cpu, found)
+
+
+def run_ours(python: str, path: Path, expectations: Path) -> Timed:
+    """``python -m otel_agent_eval evaluate``, the whole process (this checkout's code)."""
+    cmd = [python, "-m", "otel_agent_eval", "evaluate", str(path), "--format", "json", "--evaluators", "tool_call_accuracy",
            "--expectations", str(expectations)]
-    seconds, cpu, done = _timed(cmd)
+    seconds, cpu, done = _timed(cmd, CHECKOUT)
     if done.returncode not in (0, 1):
         raise RuntimeError(done.stderr[-2000:])
     report = json.loads(done.stdout)
     totals = report["totals"]["tool_call_accuracy"]
     steps = sum(len(run["trace"]["steps"]) for run in report["agent_runs"])
     calls = sum(len(step["tool_calls"]) for run in report["agent_runs"] for step in run["trace"]["steps"])
-    return seconds, cpu, {"runs": len(report["agent_runs"]), "steps": steps, "tool_calls": calls,
-                          "passed": totals.get("pass", 0), "failed": totals.get("fail", 0)}
+    return Timed(seconds, cpu, seconds, cpu, {"traces": report["traces_read"], "runs": len(report["agent_runs"]), "steps": steps,
+                                               "tool_calls": calls, "passed": totals.get("pass", 0), "failed": totals.get("fail", 0)})
 
 
-def run_ours_in_process(path: Path, expectations: Path) -> tuple[float, float, dict[str, Any]]:
+def run_ours_in_process(python: str, path: Path, expectations: Path) -> Timed:
     """The same command timed inside its process after imports, as agentevals' is."""
-    _, _, done = _timed([sys.executable, "-c", OURS_IN_PROCESS_SCRIPT, "evaluate", str(path), "--format", "json",
-                         "--evaluators", "tool_call_accuracy", "--expectations", str(expectations)])
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-2000:])
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return found.pop("seconds"), found.pop("cpu"), found
+    return _in_process([python, "-c", OURS_IN_PROCESS_SCRIPT, "evaluate", str(path), "--format", "json",
+                        "--evaluators", "tool_call_accuracy", "--expectations", str(expectations)], CHECKOUT)
 
 
-def run_agentevals(python: str, path: Path) -> tuple[float, float, dict[str, Any]]:
-    """agentevals' load-and-extract, timed inside its process after imports: (seconds, CPU seconds, check)."""
-    _, _, done = _timed([python, "-c", AGENTEVALS_SCRIPT, str(path)])
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return found.pop("seconds"), found.pop("cpu"), found
+def run_agentevals(python: str, path: Path) -> Timed:
+    """agentevals' load-and-extract, timed inside its process after imports (and its whole process)."""
+    return _in_process([python, "-c", AGENTEVALS_SCRIPT, str(path)])
 
 
-def run_multivon(python: str, path: Path) -> tuple[float, float, dict[str, Any]]:
-    seconds, cpu, done = _timed([python, "-c", MULTIVON_SCRIPT, str(path), json.dumps(EXPECTED)])
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
-    return seconds, cpu, json.loads(done.stdout.strip().splitlines()[-1])
+def run_multivon(python: str, path: Path) -> Timed:
+    """multivon-eval's import and scoring, timed inside its process after imports (and its whole process)."""
+    return _in_process([python, "-c", MULTIVON_SCRIPT, str(path), json.dumps(EXPECTED)])
 
 
 def _probe(python: str, package: str) -> str | None:
@@ -236,10 +259,25 @@ def _probe(python: str, package: str) -> str | None:
     return probe.stdout.strip()
 
 
+def _json_parser(python: str) -> str:
+    """The JSON parser ours decodes OTLP/JSON with in that interpreter (orjson comes with the ``otlp`` extra)."""
+    probe = subprocess.run([python, "-c", "from otel_agent_eval.formats import otlp_json as j; import importlib.metadata as m; "
+                            "print('orjson ' + m.version('orjson') if j.CLEAN_TEXT else 'json (standard library)')"],
+                           capture_output=True, text=True, cwd=CHECKOUT)
+    return probe.stdout.strip() or f"unknown ({(probe.stderr.strip().splitlines() or ['?'])[-1]})"
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ours-python", default=os.environ.get("OURS_PYTHON", sys.executable),
+                        help="interpreter ours runs in (this checkout's code either way; e.g. a virtualenv made with "
+                             "pip install 'otel-agent-eval[otlp]', as a user installs it)")
     parser.add_argument("--multivon-python", default=os.environ.get("MULTIVON_PYTHON", "/tmp/mvenv/bin/python"))
     parser.add_argument("--agentevals-python", default=os.environ.get("AGENTEVALS_PYTHON", "/tmp/agentevals/bin/python"))
     parser.add_argument("--skip-multivon", action="store_true", help="leave multivon-eval out (~2 min per run)")
@@ -247,62 +285,84 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="offline-bench-"))
-    export = Path(args.keep) if args.keep else workdir / "export.jsonl"
+    export = Path(args.keep).resolve() if args.keep else workdir / "export.jsonl"
     expectations = workdir / "expectations.json"
     expectations.write_text(json.dumps([{"agent": "support", "expected_tools": EXPECTED, "require_order": True}]))
     started = time.perf_counter()
     if args.keep and export.exists():
-        print(f"export: reusing {export}")
+        print(f"export: reusing {export} ({export.stat().st_size / 2**20:,.1f} MiB)")
     else:
         spans = generate(export, args.traces)
         print(f"export: {args.traces:,} agent runs, {spans:,} spans, {export.stat().st_size / 2**20:,.1f} MiB OTLP/JSON lines "
               f"({time.perf_counter() - started:.1f} s to generate)")
+    print(f"otel-agent-eval: {CHECKOUT} with {args.ours_python}; OTLP/JSON parsed by {_json_parser(args.ours_python)}")
 
     others = {"agentevals": (args.agentevals_python, "agentevals-cli", run_agentevals)}
     if not args.skip_multivon:
         others["multivon"] = (args.multivon_python, "multivon-eval", run_multivon)
     versions = {name: _probe(python, package) for name, (python, package, _) in others.items()}
-    timings: dict[str, list[tuple[float, float]]] = {"ours": [], "ours_in_process": [], **{name: [] for name in others}}
-    checks: dict[str, Any] = {}
-    for r in range(args.rounds):
+    rounds: list[dict[str, Timed]] = []
+    for r in range(args.rounds):  # interleaved: ours, theirs..., then the reverse order in the next round
         order = ["ours", "ours_in_process", *others] if r % 2 == 0 else [*reversed(others), "ours_in_process", "ours"]
+        measured: dict[str, Timed] = {}
         for who in order:
             try:
                 if who == "ours":
-                    seconds, cpu, checks[who] = run_ours(export, expectations)
+                    measured[who] = run_ours(args.ours_python, export, expectations)
                 elif who == "ours_in_process":
-                    seconds, cpu, checks[who] = run_ours_in_process(export, expectations)
+                    measured[who] = run_ours_in_process(args.ours_python, export, expectations)
                 elif versions[who]:
                     python, _, run = others[who]
-                    seconds, cpu, checks[who] = run(python, export)  # type: ignore[operator]
-                else:
-                    continue
+                    measured[who] = run(python, export)  # type: ignore[operator]
             except RuntimeError as exc:
                 print(f"{who}: failed on the export: {str(exc).strip().splitlines()[-1]}")
-                versions[who] = None
-                continue
-            timings[who].append((seconds, cpu))
+                if who in versions:
+                    versions[who] = None
+                    continue
+                raise
+        rounds.append(measured)
 
-    def rate(who: str) -> tuple[float, float]:
-        return (args.traces / statistics.median(s for s, _ in timings[who]),
-                args.traces / statistics.median(c for _, c in timings[who]))
+    traces = rounds[-1]["ours"].check["traces"]
+    if "agentevals" in rounds[-1] and rounds[-1]["agentevals"].check["traces"] != traces:
+        print(f"WARNING: agentevals read {rounds[-1]['agentevals'].check['traces']} traces, ours {traces}")
 
-    ours_wall, ours_cpu = rate("ours")
-    inner_wall, inner_cpu = rate("ours_in_process")
-    print(f"\n{'':<44} {'runs/s wall':>12} {'runs/s CPU':>11}  check")
-    print(f"{'otel-agent-eval evaluate (end to end)':<44} {ours_wall:>12,.0f} {ours_cpu:>11,.0f}  {checks['ours']}")
-    print(f"{'otel-agent-eval evaluate (after imports)':<44} {inner_wall:>12,.0f} {inner_cpu:>11,.0f}  {checks['ours_in_process']}")
-    labels = {"agentevals": f"agentevals-cli {versions.get('agentevals')} (load + extract)",
-              "multivon": f"multivon-eval {versions.get('multivon')} (import + score)"}
+    def rates(who: str, field: str) -> list[float]:
+        return [traces / getattr(m[who], field) for m in rounds if who in m]
+
+    def median_rate(who: str, field: str) -> float:
+        return statistics.median(rates(who, field))
+
+    labels = {"ours": "otel-agent-eval evaluate, whole command",
+              "ours_in_process": "otel-agent-eval evaluate, after imports",
+              "agentevals": f"agentevals-cli {versions.get('agentevals')} load + extract, after imports",
+              "agentevals_whole": f"agentevals-cli {versions.get('agentevals')} load + extract, whole process",
+              "multivon": f"multivon-eval {versions.get('multivon')} import + score, after imports"}
+    print(f"\n{traces:,} traces; runs per second, medians of {len(rounds)} rounds\n")
+    print(f"{'':<58} {'wall':>8} {'CPU':>8}  check")
+    rows = [("ours", "ours", "wall", "cpu"), ("ours_in_process", "ours_in_process", "wall", "cpu")]
     for who in others:
-        if timings[who]:
-            wall, cpu = rate(who)
-            print(f"{labels[who]:<44} {wall:>12,.0f} {cpu:>11,.0f}  {checks[who]}")
+        rows.append((who, who, "wall", "cpu"))
+        if who == "agentevals":
+            rows.append(("agentevals_whole", who, "whole_wall", "whole_cpu"))
+    for label, who, wall, cpu in rows:
+        if rates(who, cpu):
+            print(f"{labels[label]:<58} {median_rate(who, wall):>8,.0f} {median_rate(who, cpu):>8,.0f}  "
+                  f"{rounds[-1][who].check if label == who else ''}")
+
+    # Ratios of the same round (the runs next to each other), then their median over rounds: a
+    # noisy round moves one ratio, not the figure.
+    def ratios(ours: str, ours_field: str, theirs: str, theirs_field: str) -> list[float]:
+        return [getattr(m[theirs], theirs_field) / getattr(m[ours], ours_field) for m in rounds if theirs in m]
+
     for who in others:
-        if timings[who]:
-            wall, cpu = rate(who)
-            print(f"ratio ours / {who}: end to end {ours_wall / wall:.2f} (wall), {ours_cpu / cpu:.2f} (CPU); "
-                  f"after imports {inner_wall / wall:.2f} (wall), {inner_cpu / cpu:.2f} (CPU); medians of {len(timings[who])}")
+        if not any(who in m for m in rounds):
+            continue
+        print(f"\nratio ours / {who}, per round, CPU: median (min-max) of {len(ratios('ours', 'cpu', who, 'cpu'))}")
+        print(f"  after imports, both:                 {_spread(ratios('ours_in_process', 'cpu', who, 'cpu'))}"
+              f"   (wall {_spread(ratios('ours_in_process', 'wall', who, 'wall'))})")
+        print(f"  whole process, both:                 {_spread(ratios('ours', 'cpu', who, 'whole_cpu'))}"
+              f"   (wall {_spread(ratios('ours', 'wall', who, 'whole_wall'))})")
+        print(f"  ours whole, theirs after imports:    {_spread(ratios('ours', 'cpu', who, 'cpu'))}")
     return 0
 
 

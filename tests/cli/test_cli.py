@@ -137,3 +137,41 @@ def test_demo_prints_scores_and_serves_metrics_while_running() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+WITHOUT_PROTOBUF = r'''
+import sys
+class Absent:  # protobuf and opentelemetry-proto as if not installed (no otlp extra)
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[:2] in (["google", "protobuf"], ["opentelemetry", "proto"]):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, Absent())
+from otel_agent_eval.cli.main import main
+code = main(sys.argv[1:])
+print("protobuf imported:", any(m.startswith(("google.protobuf", "opentelemetry.proto")) for m in sys.modules), file=sys.stderr)
+sys.exit(code)
+'''
+
+
+def test_evaluate_json_needs_no_protobuf_and_protobuf_files_say_what_is_missing(tmp_path: Path, expectations: Path) -> None:
+    """OTLP/JSON files are read without the protobuf classes (not even imported: a run over JSON does
+    not pay for them); a protobuf file without them is a clear error naming the extra."""
+    traces = tmp_path / "traces.jsonl"
+    export_demo_traces(traces, ["weather: good (parallel calls)"])
+    run = subprocess.run([sys.executable, "-c", WITHOUT_PROTOBUF, "evaluate", str(traces), "--format", "json",
+                          "--expectations", str(expectations)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["traces_read"] == 1
+    assert "protobuf imported: False" in run.stderr
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("app").start_as_current_span("invoke_agent a"):
+        pass
+    binary = tmp_path / "traces.pb"
+    binary.write_bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    run = subprocess.run([sys.executable, "-c", WITHOUT_PROTOBUF, "evaluate", str(binary)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert "needs the otlp extra" in run.stderr and "Traceback" not in run.stderr
