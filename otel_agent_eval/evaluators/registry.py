@@ -27,6 +27,12 @@ ENTRY_POINT_GROUP = "otel_agent_eval.evaluators"
 BUILTIN_EVALUATORS: dict[str, type[Evaluator]] = {
     cls.name: cls for cls in (ToolCallAccuracy, ToolFailureRecovery, LoopDetection, StepBudget, ToolArgumentValidity)
 }
+JUDGE_EVALUATOR_NAMES = frozenset((
+    "agent_memory", "plan_quality", "response_facts", "step_faithfulness", "task_completion",
+    "tool_argument_accuracy", "tool_call_necessity", "trajectory_efficiency",
+))
+"""The built-in judge evaluators' names (``judge.evaluators.JUDGE_EVALUATORS``'s keys, a test holds them
+equal): what a name check needs, without importing the judge package and its client."""
 
 
 class UnknownEvaluator(ValueError):
@@ -67,21 +73,19 @@ def _entry_points() -> dict[str, Any]:
 
 def known_evaluator_names() -> set[str]:
     """Built-in, judge and installed (entry-point) evaluator names: what thresholds may be set for."""
-    return set(_builtins()) | set(_judge_builtins()) | entry_point_names()
+    return {*BUILTIN_EVALUATORS, *JUDGE_EVALUATOR_NAMES, *entry_point_names()}
 
 
 def entry_point_names() -> set[str]:
     """Names installed packages register (without loading them); built-in names cannot be taken."""
     registered = set(_entry_points())
-    if not registered:  # the usual case: no judge evaluator imported just to subtract its names
-        return registered
-    return registered - set(_builtins()) - set(_judge_builtins())
+    return registered - BUILTIN_EVALUATORS.keys() - JUDGE_EVALUATOR_NAMES
 
 
 def check_name(spec: str) -> None:
     """Fail fast on a name that resolves to nothing, without importing anything (``module:attr``
     specs are imported when built)."""
-    if ":" in spec or spec in _builtins() or spec in _judge_builtins() or spec in _entry_points():
+    if ":" in spec or spec in BUILTIN_EVALUATORS or spec in JUDGE_EVALUATOR_NAMES or spec in _entry_points():
         return
     raise _unknown(spec)
 
@@ -145,7 +149,7 @@ def resolve(
         if not allow_import:
             raise UnknownEvaluator(f"{spec!r}: module:attribute specs are not accepted here; name a built-in or installed evaluator")
         return instantiate(import_spec(spec), spec)
-    if spec in _builtins() or spec in _judge_builtins():
+    if spec in BUILTIN_EVALUATORS or spec in JUDGE_EVALUATOR_NAMES:
         if build_builtin is None:
             raise UnknownEvaluator(f"{spec!r}: built-in evaluator, but nothing here builds built-ins")
         return build_builtin(spec)
@@ -160,6 +164,6 @@ def resolve(
 
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "EvaluatorInfo", "UnknownEvaluator", "catalogue", "check_name", "entry_point_names", "import_spec",
+    "ENTRY_POINT_GROUP", "EvaluatorInfo", "JUDGE_EVALUATOR_NAMES", "UnknownEvaluator", "catalogue", "check_name", "entry_point_names", "import_spec",
     "instantiate", "resolve",
 ]

@@ -355,10 +355,19 @@ def test_default_judge_evaluators_are_judge_evaluators() -> None:
     assert set(DEFAULT_JUDGE_EVALUATORS) <= set(JUDGE_EVALUATORS)
 
 
-def test_no_judge_configured_imports_no_judge_client() -> None:
-    """Every command asks whether a judge is configured; without one (and no evaluator plugin installed,
-    whose names are checked against the judge evaluators'), the client, the judge evaluators and their
-    Prometheus metrics stay unimported (a fresh interpreter: this one has imported them)."""
+def test_registry_knows_the_judge_evaluators_by_name() -> None:
+    """The registry names the judge evaluators without importing them (``JUDGE_EVALUATOR_NAMES``)."""
+    from otel_agent_eval.evaluators.judge import JUDGE_EVALUATORS
+    from otel_agent_eval.evaluators.registry import JUDGE_EVALUATOR_NAMES
+
+    assert JUDGE_EVALUATOR_NAMES == set(JUDGE_EVALUATORS)
+
+
+@pytest.mark.parametrize("plugins", [False, True], ids=["no plugin", "plugin installed"])
+def test_no_judge_configured_imports_no_judge_client(plugins: bool) -> None:
+    """Every command asks whether a judge is configured; without one, the client, the judge evaluators
+    and their Prometheus metrics stay unimported (a fresh interpreter: this one has imported them), also
+    where an installed evaluator plugin's names are checked against the built-in ones."""
     import subprocess
     import sys
 
@@ -366,7 +375,8 @@ def test_no_judge_configured_imports_no_judge_client() -> None:
         "import sys\n"
         "from otel_agent_eval.config import Settings\n"
         "from otel_agent_eval.evaluators import build_configured_evaluators, registry\n"
-        "registry._entry_points = dict  # this environment has the example plugin installed\n"
+        f"assert bool(registry._entry_points()) or not {plugins!r}, 'the example plugin is not installed'\n"
+        + ("" if plugins else "registry._entry_points = dict\n") +
         "build_configured_evaluators(Settings.load(), env={})\n"
         "print(sorted(m for m in sys.modules if m.startswith('otel_agent_eval.evaluators.judge.')))\n"
     )
