@@ -209,12 +209,25 @@ def _str_keys(mapping: dict[Any, Any]) -> bool:
     return True
 
 
+def _exact_call(call: dict[str, Any]) -> bool:
+    """Does every value of this ``ToolCall`` field dict already have its field's exact type (``Any``: anything)?"""
+    return (
+        type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR and type(call["call_id"]) in _OPTIONAL_STR
+        and type(call["span_id"]) in _OPTIONAL_STR and type(call["start_time_unix_nano"]) in _OPTIONAL_INT
+        and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
+        and type(call["executed"]) is bool
+    )
+
+
 def _exact_steps(steps: Any) -> bool:
     """Does every value of these ``AgentStep`` field dicts (with ``ToolCall`` field dicts and a ``TokenUsage``
-    field dict) already have its field's exact type (``Any`` fields: anything)?"""
+    field dict) already have its field's exact type (``Any`` fields: anything)? Steps ``assembled_step`` built
+    are exact already."""
     if type(steps) is not list:
         return False
     for step in steps:
+        if type(step) is AgentStep:
+            continue
         usage = step["usage"]
         calls = step["tool_calls"]
         if not (
@@ -226,15 +239,47 @@ def _exact_steps(steps: Any) -> bool:
         ):
             return False
         for call in calls:
-            if not (
-                type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR
-                and type(call["call_id"]) in _OPTIONAL_STR and type(call["span_id"]) in _OPTIONAL_STR
-                and type(call["start_time_unix_nano"]) in _OPTIONAL_INT
-                and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
-                and type(call["executed"]) is bool
-            ):
+            if not _exact_call(call):
                 return False
     return True
+
+
+def assembled_step(
+    index: int, thought: str | None, output: str | None, tool_calls: list[dict[str, Any]], model: str | None,
+    input_tokens: int, output_tokens: int, span_ids: list[str], error: str | None, issues: list[str],
+) -> AgentStep | dict[str, Any]:
+    """One step of ``assembled_trace``, made as the step is: the ``AgentStep`` (its ``ToolCall``s and
+    ``TokenUsage``) built directly when every value already is what validation keeps, as ``assembled_trace``
+    does it; else the step's field dict, for ``assembled_trace`` to validate with its trace (and reject alike).
+    ``tool_calls`` are dicts made by ``tool_call_fields``; they, ``span_ids`` and ``issues`` become the models'
+    own."""
+    if (
+        type(index) is int and type(thought) in _OPTIONAL_STR and type(output) in _OPTIONAL_STR
+        and type(model) in _OPTIONAL_STR and type(error) in _OPTIONAL_STR and type(tool_calls) is list
+        and type(input_tokens) is int and type(output_tokens) is int and _str_items(span_ids) and _str_items(issues)
+    ):
+        calls = []
+        for call in tool_calls:
+            if not _exact_call(call):
+                break
+            built = _Unchecked()
+            built.__dict__ = call
+            built.__pydantic_fields_set__ = set(_CALL_SET)
+            built.__pydantic_extra__ = None
+            built.__pydantic_private__ = None
+            built.__class__ = ToolCall
+            calls.append(built)
+        else:
+            return _built(AgentStep, {  # type: ignore[no-any-return]
+                "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
+                "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
+                "span_ids": span_ids, "error": error, "issues": issues,
+            }, _STEP_SET)
+    return {
+        "index": index, "thought": thought, "output": output, "tool_calls": tool_calls, "model": model,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}, "span_ids": span_ids,
+        "error": error, "issues": issues,
+    }
 
 
 def assembled_trace(
@@ -248,8 +293,8 @@ def assembled_trace(
     types, a known status, ``str`` metadata keys. Assembly builds one tree per run, and its validation was a
     third of assembly's grouping phase. Anything else is validated as before (and rejected alike).
 
-    ``steps`` are ``AgentStep`` field dicts, their ``usage`` a ``TokenUsage`` field dict and their
-    ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each step's ``span_ids`` and
+    ``steps`` are ``AgentStep``s made by ``assembled_step`` or ``AgentStep`` field dicts, their ``usage`` a
+    ``TokenUsage`` field dict and their ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each step's ``span_ids`` and
     ``issues``, and ``issues`` and ``metadata`` become the models' own: pass values made for it.
     """
     if (
@@ -262,7 +307,7 @@ def assembled_trace(
         and _str_items(issues) and type(partial) is bool and type(metadata) is dict and _str_keys(metadata)
         and _exact_steps(steps)
     ):
-        built = [_built(AgentStep, {
+        built = [step if type(step) is AgentStep else _built(AgentStep, {
             "index": step["index"], "thought": step["thought"], "output": step["output"],
             "tool_calls": [_built(ToolCall, call, _CALL_SET) for call in step["tool_calls"]],
             "model": step["model"], "usage": _usage(step["usage"]), "span_ids": step["span_ids"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from ..model import AgentStep, AgentTrace, step_texts, tool_call_fields
+from ..model import AgentStep, AgentTrace, assembled_step, step_texts, tool_call_fields
 from ..records import span_id_hex
 from .dialects.base import (
     Message,
@@ -134,8 +134,27 @@ class StepDraft:
 
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
-        """The step of a model call with no step span (the common case)."""
-        return cls.from_step(None, [llm])
+        """The step of a model call with no step span (the common case): ``from_step(None, [llm])``, written
+        out for the one call."""
+        draft = cls(llm.record.start_time_unix_nano, llm, [llm])
+        messages = llm.output_messages
+        if messages:
+            calls = draft.calls
+            seen: set[str] | None = None
+            for message in messages:  # ``requested_calls()``, without the list
+                for call in message.tool_calls:
+                    call_id = call.call_id
+                    if call_id is not None:
+                        if seen is None:
+                            seen = {call_id}
+                        elif call_id in seen:
+                            continue
+                        else:
+                            seen.add(call_id)
+                    calls.append(tool_call_fields(call.name, call.arguments, call_id))
+            draft.text = text = output_text(messages)
+            draft.calls_in_text = not calls and bool(text)
+        return draft
 
     @classmethod
     def from_step(cls, step: Operation | None, llms: list[Operation]) -> StepDraft:
@@ -237,32 +256,27 @@ class StepDraft:
         if tool.issues:
             self.issues.extend(tool.issues)
 
-    def to_step(self, index: int) -> dict[str, Any]:
-        """The ``AgentStep`` field dict, its calls' dicts in it: what ``model.assembled_trace`` makes the step of."""
+    def to_step(self, index: int) -> AgentStep | dict[str, Any]:
+        """The ``AgentStep`` (``model.assembled_step``: built directly, or its field dict when a value is inexact)."""
         llm = self.llm
         calls = self.calls
         step = self.step
         llms = self.llms
-        span_ids = [span_id_hex(step.span_id)] if step else []
-        span_ids += [span_id_hex(o.span_id) for o in llms]
+        if step is None and len(llms) == 1:  # the common case: one model call, no step span
+            span_ids = ["%016x" % llm.span_id]  # type: ignore[union-attr]  # ``span_id_hex``
+            issues = llm.issues + self.issues  # type: ignore[union-attr]
+        else:
+            span_ids = [span_id_hex(step.span_id)] if step else []
+            span_ids += [span_id_hex(o.span_id) for o in llms]
+            issues = self.span_issues() + self.issues
         span_ids += self.tool_span_hexes
         if llm is None:
             thought = output = model = error = None
         else:
             thought, output = step_texts(self.text, reasoning_text(llm.output_messages), bool(calls))
             model, error = llm.model, llm.error
-        return {
-            "index": index,
-            "thought": thought,
-            "output": output,
-            "tool_calls": calls,
-            "model": model,
-            "usage": total_usage(llms),
-            "span_ids": span_ids,
-            "error": error,
-            "issues": (llm.issues + self.issues if step is None and len(llms) == 1 else  # type: ignore[union-attr]
-                       self.span_issues() + self.issues),
-        }
+        input_tokens, output_tokens = total_usage(llms)
+        return assembled_step(index, thought, output, calls, model, input_tokens, output_tokens, span_ids, error, issues)
 
     def span_issues(self) -> list[str]:
         """The step span's issues, then its model calls' (as read so far)."""
@@ -274,19 +288,19 @@ class StepDraft:
         return issues
 
 
-def total_usage(llms: list[Operation]) -> dict[str, int]:
-    """The ``TokenUsage`` fields of the model calls' summed usage (``sum`` would make an object per addition)."""
+def total_usage(llms: list[Operation]) -> tuple[int, int]:
+    """The model calls' summed (input, output) tokens (``sum`` would make an object per addition)."""
     if len(llms) == 1:
         usage = llms[0].usage
         if usage is not None:
-            return {"input_tokens": usage[0], "output_tokens": usage[1]}
+            return usage[0], usage[1]
     input_tokens = output_tokens = 0
     for llm in llms:
         usage = llm.usage
         if usage is not None:
             input_tokens += usage[0]
             output_tokens += usage[1]
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    return input_tokens, output_tokens
 
 
 MERGED_FIELDS = (
@@ -302,22 +316,6 @@ def merge_stacked(outer: Operation, inner: Operation) -> None:
         if value not in (None, []) and getattr(outer, name) in (None, []):
             setattr(outer, name, value)
     outer.issues.extend(inner.issues)
-
-
-def backfill_call_ids(drafts: list[StepDraft]) -> None:
-    """Give id-less executed calls the id a later model call's input echoes for them.
-
-    The next model call sees the assistant's tool calls and the tool results with
-    their ids; match on (name, arguments), else on the result.
-    """
-    for index, draft in enumerate(drafts):
-        for call in draft.calls:
-            if call["call_id"] is not None or not call["executed"]:
-                continue
-            for later in drafts[index + 1 :]:
-                call["call_id"] = echoed_id(call, later.llm.input_messages if later.llm else None)
-                if call["call_id"] is not None:
-                    break
 
 
 MISSING = object()
@@ -379,6 +377,8 @@ def mentions(name: str, agent: str) -> bool:
 
 
 def echoed_id(call: CallDraft, messages: list[Message] | None) -> str | None:
+    """The id a later model call's input echoes for an id-less executed call: the next model call sees the
+    assistant's tool calls and the tool results with their ids; matched on (name, arguments), else on the result."""
     args = canonical_json(call["arguments"])
     for message in messages or ():
         for requested in message.tool_calls:
