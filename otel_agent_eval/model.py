@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from itertools import product, repeat
+from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -156,6 +158,25 @@ _ASSEMBLED_SET = frozenset(AgentTrace.model_fields).difference(_UNSET_BY_ASSEMBL
 """The fields ``assembled_trace`` states: a validated trace's ``model_fields_set``."""
 _OPTIONAL_STR = (str, type(None))
 _OPTIONAL_INT = (int, type(None))
+_STR = frozenset((str,))
+_EXACT_STEP_TYPES = frozenset(product(
+    (int,), _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_STR, (list,), (int,), (int,), (list,), (list,)
+))
+"""The exact types of ``assembled_step``'s arguments (index, thought, output, model, error, tool_calls,
+input_tokens, output_tokens, span_ids, issues): every combination, checked with one look-up."""
+_CALL_VALUES = itemgetter(
+    "name", "error", "call_id", "span_id", "start_time_unix_nano", "end_time_unix_nano", "requested", "executed"
+)
+_EXACT_CALL_TYPES = frozenset(product(
+    (str,), _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_INT, _OPTIONAL_INT, (bool,), (bool,)
+))
+"""The exact types of a ``ToolCall`` field dict's values (its ``Any`` fields left out), every combination."""
+
+
+def _exact_calls(calls: list[dict[str, Any]]) -> bool:
+    """Does every ``ToolCall`` field dict of ``calls`` hold values of their fields' exact types? The types of each
+    call's values are one tuple looked up in ``_EXACT_CALL_TYPES``, all in C (no bytecode per call or value)."""
+    return _EXACT_CALL_TYPES.issuperset(map(tuple, map(map, repeat(type), map(_CALL_VALUES, calls))))
 
 
 class _Unchecked(_Model):
@@ -209,41 +230,6 @@ def _str_keys(mapping: dict[Any, Any]) -> bool:
     return True
 
 
-def _exact_call(call: dict[str, Any]) -> bool:
-    """Does every value of this ``ToolCall`` field dict already have its field's exact type (``Any``: anything)?"""
-    return (
-        type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR and type(call["call_id"]) in _OPTIONAL_STR
-        and type(call["span_id"]) in _OPTIONAL_STR and type(call["start_time_unix_nano"]) in _OPTIONAL_INT
-        and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
-        and type(call["executed"]) is bool
-    )
-
-
-def _exact_steps(steps: Any) -> bool:
-    """Does every value of these ``AgentStep`` field dicts (with ``ToolCall`` field dicts and a ``TokenUsage``
-    field dict) already have its field's exact type (``Any`` fields: anything)? Steps ``assembled_step`` built
-    are exact already."""
-    if type(steps) is not list:
-        return False
-    for step in steps:
-        if type(step) is AgentStep:
-            continue
-        usage = step["usage"]
-        calls = step["tool_calls"]
-        if not (
-            type(step["index"]) is int and type(step["thought"]) in _OPTIONAL_STR
-            and type(step["output"]) in _OPTIONAL_STR and type(step["model"]) in _OPTIONAL_STR
-            and type(step["error"]) in _OPTIONAL_STR and type(calls) is list and type(usage) is dict
-            and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
-            and _str_items(step["span_ids"]) and _str_items(step["issues"])
-        ):
-            return False
-        for call in calls:
-            if not _exact_call(call):
-                return False
-    return True
-
-
 def assembled_step(
     index: int, thought: str | None, output: str | None, tool_calls: list[dict[str, Any]], model: str | None,
     input_tokens: int, output_tokens: int, span_ids: list[str], error: str | None, issues: list[str],
@@ -254,14 +240,12 @@ def assembled_step(
     ``tool_calls`` are dicts made by ``tool_call_fields``; they, ``span_ids`` and ``issues`` become the models'
     own."""
     if (
-        type(index) is int and type(thought) in _OPTIONAL_STR and type(output) in _OPTIONAL_STR
-        and type(model) in _OPTIONAL_STR and type(error) in _OPTIONAL_STR and type(tool_calls) is list
-        and type(input_tokens) is int and type(output_tokens) is int and _str_items(span_ids) and _str_items(issues)
+        tuple(map(type, (index, thought, output, model, error, tool_calls, input_tokens, output_tokens, span_ids,
+                         issues))) in _EXACT_STEP_TYPES
+        and _STR.issuperset(map(type, span_ids)) and _STR.issuperset(map(type, issues)) and _exact_calls(tool_calls)
     ):
         calls = []
         for call in tool_calls:
-            if not _exact_call(call):
-                break
             built = _Unchecked()
             built.__dict__ = call
             built.__pydantic_fields_set__ = set(_CALL_SET)
@@ -269,12 +253,11 @@ def assembled_step(
             built.__pydantic_private__ = None
             built.__class__ = ToolCall
             calls.append(built)
-        else:
-            return _built(AgentStep, {  # type: ignore[no-any-return]
-                "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
-                "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
-                "span_ids": span_ids, "error": error, "issues": issues,
-            }, _STEP_SET)
+        return _built(AgentStep, {  # type: ignore[no-any-return]
+            "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
+            "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
+            "span_ids": span_ids, "error": error, "issues": issues,
+        }, _STEP_SET)
     return {
         "index": index, "thought": thought, "output": output, "tool_calls": tool_calls, "model": model,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}, "span_ids": span_ids,
@@ -282,9 +265,30 @@ def assembled_step(
     }
 
 
+def _built_steps(steps: Any) -> list[AgentStep] | None:
+    """``steps`` as ``AgentStep``s (each field dict through ``assembled_step``; a step it made already kept), or
+    None when some value is not of its field's exact type."""
+    if type(steps) is not list:
+        return None
+    built = []
+    for step in steps:
+        if type(step) is not AgentStep:
+            usage = step["usage"]
+            if type(usage) is not dict:
+                return None
+            step = assembled_step(
+                step["index"], step["thought"], step["output"], step["tool_calls"], step["model"],
+                usage["input_tokens"], usage["output_tokens"], step["span_ids"], step["error"], step["issues"],
+            )
+            if type(step) is not AgentStep:
+                return None
+        built.append(step)
+    return built
+
+
 def assembled_trace(
     trace_id: str, agent_span_id: str | None, agent_name: str, conversation_id: str | None, input: str | None,
-    final_output: str | None, steps: list[dict[str, Any]], status: str, error: str | None, start_time_unix_nano: int,
+    final_output: str | None, steps: list[Any], status: str, error: str | None, start_time_unix_nano: int,
     end_time_unix_nano: int, usage: dict[str, int], content_captured: bool, tool_definitions: list[Any] | None,
     issues: list[str], partial: bool, metadata: dict[str, Any],
 ) -> AgentTrace:
@@ -293,9 +297,10 @@ def assembled_trace(
     types, a known status, ``str`` metadata keys. Assembly builds one tree per run, and its validation was a
     third of assembly's grouping phase. Anything else is validated as before (and rejected alike).
 
-    ``steps`` are ``AgentStep``s made by ``assembled_step`` or ``AgentStep`` field dicts, their ``usage`` a
-    ``TokenUsage`` field dict and their ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each step's ``span_ids`` and
-    ``issues``, and ``issues`` and ``metadata`` become the models' own: pass values made for it.
+    ``steps`` are what ``assembled_step`` made (assembly's), or ``AgentStep`` field dicts, their ``usage`` a
+    ``TokenUsage`` field dict and their ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each
+    step's ``span_ids`` and ``issues``, and ``issues`` and ``metadata`` become the models' own: pass values made
+    for it.
     """
     if (
         type(trace_id) is str and type(agent_span_id) in _OPTIONAL_STR and type(agent_name) is str
@@ -305,14 +310,8 @@ def assembled_trace(
         and type(usage) is dict and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
         and type(content_captured) is bool and (tool_definitions is None or type(tool_definitions) is list)
         and _str_items(issues) and type(partial) is bool and type(metadata) is dict and _str_keys(metadata)
-        and _exact_steps(steps)
+        and (built := _built_steps(steps)) is not None
     ):
-        built = [step if type(step) is AgentStep else _built(AgentStep, {
-            "index": step["index"], "thought": step["thought"], "output": step["output"],
-            "tool_calls": [_built(ToolCall, call, _CALL_SET) for call in step["tool_calls"]],
-            "model": step["model"], "usage": _usage(step["usage"]), "span_ids": step["span_ids"],
-            "error": step["error"], "issues": step["issues"],
-        }, _STEP_SET) for step in steps]
         return _built(AgentTrace, {  # type: ignore[no-any-return]
             "trace_id": trace_id, "agent_span_id": agent_span_id, "agent_name": agent_name,
             "conversation_id": conversation_id, "input": input, "final_output": final_output, "steps": built,

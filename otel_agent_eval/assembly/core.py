@@ -58,7 +58,7 @@ from itertools import chain
 from typing import Any
 
 from ..metadata import run_metadata
-from ..model import AgentStep, AgentTrace, assembled_trace
+from ..model import AgentTrace, assembled_trace
 from ..records import SpanRecord, as_record, span_id_hex, trace_id_hex
 from .dialects import RULES
 from .dialects.base import (
@@ -78,7 +78,9 @@ from .rules import CLOCK_SKEW_NS, Rule, Scope
 from .steps import (
     DRAFT_START,
     END_TIME,
+    INPUT_TOKENS,
     MISSING,
+    OUTPUT_TOKENS,
     START_ORDER,
     START_TIME,
     CallDraft,
@@ -297,7 +299,7 @@ class TraceAssembly(TraceIndex):
         if not drafts and scope.tools:
             drafts = [StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
-        index = DraftIndex.of(drafts)
+        index = DraftIndex(drafts)
         by_call_id = index.by_call_id
         in_turn = self._in_turn
         for tool in scope.tools:  # in start order, as ``run`` collected them
@@ -334,9 +336,6 @@ class TraceAssembly(TraceIndex):
         # The back-fills and the steps in one pass: a call's back-fills read only later model calls' inputs,
         # so a step is made once every input its model calls' issues may come from has been parsed.
         steps: list[Any] = []
-        outputs: list[str | None] = []
-        input_tokens: list[int] = []
-        output_tokens: list[int] = []
         after = 1
         others: list[Operation] | None = None
         for draft in drafts:
@@ -351,17 +350,7 @@ class TraceAssembly(TraceIndex):
                         others = self._backfill_result(scope, drafts, after, call, others)
                 elif call["call_id"] is not None and after < len(drafts):
                     refusal(call, drafts[after])
-            step = draft.to_step(after - 1)
-            steps.append(step)
-            if type(step) is AgentStep:
-                outputs.append(step.output)
-                usage = step.usage
-                input_tokens.append(usage.input_tokens)
-                output_tokens.append(usage.output_tokens)
-            else:
-                outputs.append(step["output"])
-                input_tokens.append(step["usage"]["input_tokens"])
-                output_tokens.append(step["usage"]["output_tokens"])
+            steps.append(draft.to_step(after - 1))
             after += 1
 
         members = (scope.llms, scope.tools, scope.steps, scope.reruns)
@@ -369,7 +358,7 @@ class TraceAssembly(TraceIndex):
         end = max(root.end_time_unix_nano, max(map(END_TIME, chain(*members)), default=root.end_time_unix_nano))
         error = next((run.error for run in [agent, *scope.reruns] if run.error), None) if agent else span_error(root)
         issues = list(agent.issues) if agent else []
-        usage = {"input_tokens": sum(input_tokens), "output_tokens": sum(output_tokens)}
+        usage = {"input_tokens": sum(map(INPUT_TOKENS, drafts)), "output_tokens": sum(map(OUTPUT_TOKENS, drafts))}
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
@@ -379,7 +368,7 @@ class TraceAssembly(TraceIndex):
             agent_name=_agent_name(agent, root, scope),
             conversation_id=conversation,
             input=task,
-            final_output=_final_output(last, outputs),
+            final_output=_final_output(last, drafts),
             steps=steps,
             status="error" if error else "ok",
             error=error,
@@ -517,13 +506,13 @@ def _task_input(agent: Operation | None, first_llm: Operation | None) -> str | N
     return None
 
 
-def _final_output(agent: Operation | None, outputs: list[str | None]) -> str | None:
-    """The agent span's answer, else the last step's output (``outputs``: the steps', in order)."""
+def _final_output(agent: Operation | None, drafts: list[StepDraft]) -> str | None:
+    """The agent span's answer, else the last step's output."""
     if agent is not None:
         text = agent.output_text()
         if text and text.strip():
             return text.strip()
-    for output in reversed(outputs):
-        if output:
-            return output.strip()
+    for draft in reversed(drafts):
+        if draft.output:
+            return draft.output.strip()
     return None

@@ -26,6 +26,8 @@ START_ORDER = attrgetter("record.start_time_unix_nano", "record.span_id")
 """``start_order`` as a sort key made in C."""
 DRAFT_START = attrgetter("start")
 START_TIME = attrgetter("record.start_time_unix_nano")
+INPUT_TOKENS = attrgetter("input_tokens")
+OUTPUT_TOKENS = attrgetter("output_tokens")
 END_TIME = attrgetter("record.end_time_unix_nano")
 
 
@@ -55,10 +57,6 @@ class DraftIndex:
                         by_call_id[call_id].append((position, call))
                     else:
                         by_call_id[call_id] = [(position, call)]
-
-    @classmethod
-    def of(cls, drafts: list[StepDraft]) -> DraftIndex:
-        return cls(drafts)
 
     @property
     def by_step(self) -> dict[int, StepDraft]:
@@ -103,6 +101,10 @@ class StepDraft:
         "issues",
         "llm",
         "llms",
+        "output",
+        "input_tokens",
+        "output_tokens",
+        "reasoning",
         "start",
         "step",
         "text",
@@ -129,20 +131,33 @@ class StepDraft:
         (read then: a model call's input is parsed when first needed, and its issues come with it)."""
         self.text: str | None = None
         """``llm``'s output text, read once."""
+        self.reasoning: str | None = None
+        """``llm``'s reasoning text, read with ``text``."""
+        self.output: str | None = None
+        self.input_tokens = self.output_tokens = 0
+        """The step's output and token counts, as ``to_step`` made the step: what its run sums up and answers."""
         self.canonical: dict[int, tuple[Any, str]] | None = None
         """``id`` of a call -> (its arguments, their ``canonical_json``): see ``canonical_arguments``."""
 
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
         """The step of a model call with no step span (the common case): ``from_step(None, [llm])``, written
-        out for the one call."""
+        out for the one call, its text and reasoning read in the same pass over its messages."""
         draft = cls(llm.record.start_time_unix_nano, llm, [llm])
         messages = llm.output_messages
         if messages:
             calls = draft.calls
+            texts = []
+            reasoning: list[str] = []
             seen: set[str] | None = None
-            for message in messages:  # ``requested_calls()``, without the list
-                for call in message.tool_calls:
+            for message in messages:
+                if message.texts:
+                    text = "\n".join(message.texts)  # ``output_text``: ``Message.text`` when it has any
+                    if text:
+                        texts.append(text)
+                if message.reasoning:  # ``reasoning_text``
+                    reasoning += message.reasoning
+                for call in message.tool_calls:  # ``requested_calls()``, without the list
                     call_id = call.call_id
                     if call_id is not None:
                         if seen is None:
@@ -152,8 +167,11 @@ class StepDraft:
                         else:
                             seen.add(call_id)
                     calls.append(tool_call_fields(call.name, call.arguments, call_id))
-            draft.text = text = output_text(messages)
-            draft.calls_in_text = not calls and bool(text)
+            if texts:
+                draft.text = "\n".join(texts)
+                draft.calls_in_text = not calls
+            if reasoning:
+                draft.reasoning = "\n".join(reasoning)
         return draft
 
     @classmethod
@@ -182,6 +200,7 @@ class StepDraft:
         if llm is not None:
             draft.text = text = output_text(llm.output_messages)
             draft.calls_in_text = not calls and bool(text)
+            draft.reasoning = reasoning_text(llm.output_messages)
         return draft
 
     def open_call(self, tool: Operation, by: str) -> CallDraft | None:
@@ -237,7 +256,7 @@ class StepDraft:
             self.calls.append(call)
         record = tool.record
         call["executed"] = True
-        call["span_id"] = span_hex = span_id_hex(tool.span_id)
+        call["span_id"] = span_hex = "%016x" % tool.span_id  # ``span_id_hex``
         self.tool_span_hexes.append(span_hex)
         call["start_time_unix_nano"] = record.start_time_unix_nano
         call["end_time_unix_nano"] = record.end_time_unix_nano
@@ -245,7 +264,7 @@ class StepDraft:
         if arguments is not None and not (
             # a tool span that recorded only the bare value of a single argument (OpenInference
             # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
-            isinstance(call["arguments"], dict) and not isinstance(arguments, (dict, list))
+            not isinstance(arguments, (dict, list)) and isinstance(call["arguments"], dict)
         ):
             call["arguments"] = arguments
         if call["call_id"] is None and tool.tool_call_ids:
@@ -265,17 +284,20 @@ class StepDraft:
         if step is None and len(llms) == 1:  # the common case: one model call, no step span
             span_ids = ["%016x" % llm.span_id]  # type: ignore[union-attr]  # ``span_id_hex``
             issues = llm.issues + self.issues  # type: ignore[union-attr]
+            usage = llm.usage  # type: ignore[union-attr]  # ``total_usage``
+            input_tokens, output_tokens = (usage[0], usage[1]) if usage is not None else (0, 0)
         else:
             span_ids = [span_id_hex(step.span_id)] if step else []
             span_ids += [span_id_hex(o.span_id) for o in llms]
             issues = self.span_issues() + self.issues
+            input_tokens, output_tokens = total_usage(llms)
         span_ids += self.tool_span_hexes
         if llm is None:
             thought = output = model = error = None
         else:
-            thought, output = step_texts(self.text, reasoning_text(llm.output_messages), bool(calls))
+            thought, output = step_texts(self.text, self.reasoning, bool(calls))
             model, error = llm.model, llm.error
-        input_tokens, output_tokens = total_usage(llms)
+        self.output, self.input_tokens, self.output_tokens = output, input_tokens, output_tokens
         return assembled_step(index, thought, output, calls, model, input_tokens, output_tokens, span_ids, error, issues)
 
     def span_issues(self) -> list[str]:
