@@ -303,22 +303,21 @@ class TraceAssembly(TraceIndex):
         by_call_id = index.by_call_id
         in_turn = self._in_turn
         for tool in scope.tools:  # in start order, as ``run`` collected them
+            nested = in_turn.get(tool.span_id)
+            if nested is None:  # a tool ``run`` did not place (a rule's)
+                above = self.above(tool.span_id).kinds
+                nested = STEP in above or LLM in above
             call_ids = tool.tool_call_ids
-            if len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined: the open call of its id
-                nested = in_turn.get(tool.span_id)
-                if nested is None:  # a tool ``run`` did not place (a rule's)
-                    above = self.above(tool.span_id).kinds
-                    nested = STEP in above or LLM in above
-                if not nested:
-                    for position, call in by_call_id.get(call_ids[0], ()):
-                        if call["requested"] and not call["executed"]:
-                            drafts[position].attach(tool, call)
-                            break
-                    else:
-                        call = None
-                    if call is not None:
-                        continue
-            draft, call = self._owner(tool, drafts, index)
+            if not nested and len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined
+                for position, call in by_call_id.get(call_ids[0], ()):
+                    if call["requested"] and not call["executed"]:
+                        drafts[position].attach(tool, call)
+                        break
+                else:
+                    call = None
+                if call is not None:
+                    continue
+            draft, call = self._owner(tool, drafts, index, nested)
             draft.attach(tool, call)
         self._drafts[scope.key] = drafts
 
@@ -443,16 +442,18 @@ class TraceAssembly(TraceIndex):
         return sorted(drafts, key=DRAFT_START)
 
     def _owner(
-        self, tool: Operation, drafts: list[StepDraft], index: DraftIndex
+        self, tool: Operation, drafts: list[StepDraft], index: DraftIndex, nested: bool
     ) -> tuple[StepDraft, CallDraft | None]:
-        """The draft a tool span goes to, and the call it fulfils there when that is known already."""
-        above = self.above(tool.span_id).kinds  # placed by ``run``
-        step = above.get(STEP)
-        if step is not None and step[1].span_id in index.by_step:
-            return index.by_step[step[1].span_id], None
-        llm = above.get(LLM)
-        if llm is not None and llm[1].span_id in index.by_llm:
-            return index.by_llm[llm[1].span_id], None
+        """The draft a tool span goes to, and the call it fulfils there when that is known already.
+        ``nested``: the tool span is under a step or model call span."""
+        if nested:
+            above = self.above(tool.span_id).kinds  # placed by ``run``
+            step = above.get(STEP)
+            if step is not None and step[1].span_id in index.by_step:
+                return index.by_step[step[1].span_id], None
+            llm = above.get(LLM)
+            if llm is not None and llm[1].span_id in index.by_llm:
+                return index.by_llm[llm[1].span_id], None
         call_ids = tool.tool_call_ids
         if call_ids:
             first = index.first_open(call_ids)
