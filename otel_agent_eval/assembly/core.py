@@ -42,8 +42,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    its place: the AI SDK's ``error-text``) takes that error as its result and error.
    Arguments come from the tool span, unless it only holds a bare value where the
    request has an object.
-6. Each run into the public model (``model.assembled_trace``): built directly when every value
-   already has its field's exact type (what validation would keep, the same fields set), else
+6. Each run into the public model: each step as it is made, once its calls' back-fills are done
+   (``model.assembled_step``), then the run (``model.assembled_trace``), built directly when every
+   value already has its field's exact type (what validation would keep, the same fields set), else
    validated as ``AgentTrace.model_validate`` does it and rejected alike.
 
 Every trace takes this one path: there is no shortcut for a common shape.
