@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from itertools import product, repeat
-from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -158,25 +156,6 @@ _ASSEMBLED_SET = frozenset(AgentTrace.model_fields).difference(_UNSET_BY_ASSEMBL
 """The fields ``assembled_trace`` states: a validated trace's ``model_fields_set``."""
 _OPTIONAL_STR = (str, type(None))
 _OPTIONAL_INT = (int, type(None))
-_STR = frozenset((str,))
-_EXACT_STEP_TYPES = frozenset(product(
-    (int,), _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_STR, (list,), (int,), (int,), (list,), (list,)
-))
-"""The exact types of ``assembled_step``'s arguments (index, thought, output, model, error, tool_calls,
-input_tokens, output_tokens, span_ids, issues): every combination, checked with one look-up."""
-_CALL_VALUES = itemgetter(
-    "name", "error", "call_id", "span_id", "start_time_unix_nano", "end_time_unix_nano", "requested", "executed"
-)
-_EXACT_CALL_TYPES = frozenset(product(
-    (str,), _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_STR, _OPTIONAL_INT, _OPTIONAL_INT, (bool,), (bool,)
-))
-"""The exact types of a ``ToolCall`` field dict's values (its ``Any`` fields left out), every combination."""
-
-
-def _exact_calls(calls: list[dict[str, Any]]) -> bool:
-    """Does every ``ToolCall`` field dict of ``calls`` hold values of their fields' exact types? The types of each
-    call's values are one tuple looked up in ``_EXACT_CALL_TYPES``, all in C (no bytecode per call or value)."""
-    return _EXACT_CALL_TYPES.issuperset(map(tuple, map(map, repeat(type), map(_CALL_VALUES, calls))))
 
 
 class _Unchecked(_Model):
@@ -240,12 +219,20 @@ def assembled_step(
     ``tool_calls`` are dicts made by ``tool_call_fields``; they, ``span_ids`` and ``issues`` become the models'
     own."""
     if (
-        tuple(map(type, (index, thought, output, model, error, tool_calls, input_tokens, output_tokens, span_ids,
-                         issues))) in _EXACT_STEP_TYPES
-        and _STR.issuperset(map(type, span_ids)) and _STR.issuperset(map(type, issues)) and _exact_calls(tool_calls)
+        type(index) is int and type(thought) in _OPTIONAL_STR and type(output) in _OPTIONAL_STR
+        and type(model) in _OPTIONAL_STR and type(error) in _OPTIONAL_STR and type(tool_calls) is list
+        and type(input_tokens) is int and type(output_tokens) is int and _str_items(span_ids) and _str_items(issues)
     ):
         calls = []
         for call in tool_calls:
+            if not (
+                type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR
+                and type(call["call_id"]) in _OPTIONAL_STR and type(call["span_id"]) in _OPTIONAL_STR
+                and type(call["start_time_unix_nano"]) in _OPTIONAL_INT
+                and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
+                and type(call["executed"]) is bool
+            ):
+                break
             built = _Unchecked()
             built.__dict__ = call
             built.__pydantic_fields_set__ = set(_CALL_SET)
@@ -253,11 +240,12 @@ def assembled_step(
             built.__pydantic_private__ = None
             built.__class__ = ToolCall
             calls.append(built)
-        return _built(AgentStep, {  # type: ignore[no-any-return]
-            "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
-            "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
-            "span_ids": span_ids, "error": error, "issues": issues,
-        }, _STEP_SET)
+        else:
+            return _built(AgentStep, {  # type: ignore[no-any-return]
+                "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
+                "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
+                "span_ids": span_ids, "error": error, "issues": issues,
+            }, _STEP_SET)
     return {
         "index": index, "thought": thought, "output": output, "tool_calls": tool_calls, "model": model,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}, "span_ids": span_ids,
