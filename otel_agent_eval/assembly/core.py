@@ -82,7 +82,6 @@ from .steps import (
     INPUT_TOKENS,
     MISSING,
     OUTPUT_TOKENS,
-    START_ORDER,
     START_TIME,
     CallDraft,
     DraftIndex,
@@ -90,6 +89,7 @@ from .steps import (
     echoed_id,
     echoed_result,
     fulfil_by_agent,
+    in_start_order,
     merge_stacked,
     refusal,
     start_order,
@@ -157,7 +157,7 @@ class TraceAssembly(TraceIndex):
         hints = self.hints  # a rule may have added hints
         links = [rule for rule in LINKING if rule.hint in hints]
         regroups = [rule for rule in REGROUPING if rule.hint in hints]
-        ordered = sorted(self.ops.values(), key=START_ORDER)
+        ordered = in_start_order(self.ops.values())
         scopes: dict[int, Scope] = {}
         if AGENT in kinds:
             for op in ordered:

@@ -3,6 +3,7 @@ model call echoes for them. What ``core.TraceAssembly`` builds an agent's steps 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
@@ -22,13 +23,20 @@ def start_order(op: Operation) -> tuple[int, int]:
     return op.record.start_time_unix_nano, op.record.span_id
 
 
-START_ORDER = attrgetter("record.start_time_unix_nano", "record.span_id")
-"""``start_order`` as a sort key made in C."""
+SPAN_ID = attrgetter("span_id")
 DRAFT_START = attrgetter("start")
 START_TIME = attrgetter("record.start_time_unix_nano")
 INPUT_TOKENS = attrgetter("input_tokens")
 OUTPUT_TOKENS = attrgetter("output_tokens")
 END_TIME = attrgetter("record.end_time_unix_nano")
+
+
+def in_start_order(ops: Iterable[Operation]) -> list[Operation]:
+    """``sorted(ops, key=start_order)``: by span id, then (stable) by start time; two sorts on int keys, made
+    in C, cost less than one on key tuples. Span ids are unique within a trace."""
+    ordered = sorted(ops, key=SPAN_ID)
+    ordered.sort(key=START_TIME)
+    return ordered
 
 
 CallDraft = dict[str, Any]
