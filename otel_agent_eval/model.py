@@ -209,23 +209,22 @@ def _str_keys(mapping: dict[Any, Any]) -> bool:
     return True
 
 
-def _exact_steps(steps: Any) -> bool:
-    """Does every value of these ``AgentStep`` field dicts (with ``ToolCall`` field dicts and a ``TokenUsage``
-    field dict) already have its field's exact type (``Any`` fields: anything)?"""
-    if type(steps) is not list:
-        return False
-    for step in steps:
-        usage = step["usage"]
-        calls = step["tool_calls"]
-        if not (
-            type(step["index"]) is int and type(step["thought"]) in _OPTIONAL_STR
-            and type(step["output"]) in _OPTIONAL_STR and type(step["model"]) in _OPTIONAL_STR
-            and type(step["error"]) in _OPTIONAL_STR and type(calls) is list and type(usage) is dict
-            and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
-            and _str_items(step["span_ids"]) and _str_items(step["issues"])
-        ):
-            return False
-        for call in calls:
+def assembled_step(
+    index: int, thought: str | None, output: str | None, tool_calls: list[dict[str, Any]], model: str | None,
+    input_tokens: int, output_tokens: int, span_ids: list[str], error: str | None, issues: list[str],
+) -> AgentStep | dict[str, Any]:
+    """One step of ``assembled_trace``, made as the step is: the ``AgentStep`` (its ``ToolCall``s and
+    ``TokenUsage``) built directly when every value already is what validation keeps, as ``assembled_trace``
+    does it; else the step's field dict, for ``assembled_trace`` to validate with its trace (and reject alike).
+    ``tool_calls`` are dicts made by ``tool_call_fields``; they, ``span_ids`` and ``issues`` become the models'
+    own."""
+    if (
+        type(index) is int and type(thought) in _OPTIONAL_STR and type(output) in _OPTIONAL_STR
+        and type(model) in _OPTIONAL_STR and type(error) in _OPTIONAL_STR and type(tool_calls) is list
+        and type(input_tokens) is int and type(output_tokens) is int and _str_items(span_ids) and _str_items(issues)
+    ):
+        calls = []
+        for call in tool_calls:
             if not (
                 type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR
                 and type(call["call_id"]) in _OPTIONAL_STR and type(call["span_id"]) in _OPTIONAL_STR
@@ -233,13 +232,51 @@ def _exact_steps(steps: Any) -> bool:
                 and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
                 and type(call["executed"]) is bool
             ):
-                return False
-    return True
+                break
+            built = _Unchecked()
+            built.__dict__ = call
+            built.__pydantic_fields_set__ = set(_CALL_SET)
+            built.__pydantic_extra__ = None
+            built.__pydantic_private__ = None
+            built.__class__ = ToolCall
+            calls.append(built)
+        else:
+            return _built(AgentStep, {  # type: ignore[no-any-return]
+                "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
+                "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
+                "span_ids": span_ids, "error": error, "issues": issues,
+            }, _STEP_SET)
+    return {
+        "index": index, "thought": thought, "output": output, "tool_calls": tool_calls, "model": model,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}, "span_ids": span_ids,
+        "error": error, "issues": issues,
+    }
+
+
+def _built_steps(steps: Any) -> list[AgentStep] | None:
+    """``steps`` as ``AgentStep``s (each field dict through ``assembled_step``; a step it made already kept), or
+    None when some value is not of its field's exact type."""
+    if type(steps) is not list:
+        return None
+    built = []
+    for step in steps:
+        if type(step) is not AgentStep:
+            usage = step["usage"]
+            if type(usage) is not dict:
+                return None
+            step = assembled_step(
+                step["index"], step["thought"], step["output"], step["tool_calls"], step["model"],
+                usage["input_tokens"], usage["output_tokens"], step["span_ids"], step["error"], step["issues"],
+            )
+            if type(step) is not AgentStep:
+                return None
+        built.append(step)
+    return built
 
 
 def assembled_trace(
     trace_id: str, agent_span_id: str | None, agent_name: str, conversation_id: str | None, input: str | None,
-    final_output: str | None, steps: list[dict[str, Any]], status: str, error: str | None, start_time_unix_nano: int,
+    final_output: str | None, steps: list[Any], status: str, error: str | None, start_time_unix_nano: int,
     end_time_unix_nano: int, usage: dict[str, int], content_captured: bool, tool_definitions: list[Any] | None,
     issues: list[str], partial: bool, metadata: dict[str, Any],
 ) -> AgentTrace:
@@ -248,9 +285,10 @@ def assembled_trace(
     types, a known status, ``str`` metadata keys. Assembly builds one tree per run, and its validation was a
     third of assembly's grouping phase. Anything else is validated as before (and rejected alike).
 
-    ``steps`` are ``AgentStep`` field dicts, their ``usage`` a ``TokenUsage`` field dict and their
-    ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each step's ``span_ids`` and
-    ``issues``, and ``issues`` and ``metadata`` become the models' own: pass values made for it.
+    ``steps`` are what ``assembled_step`` made (assembly's), or ``AgentStep`` field dicts, their ``usage`` a
+    ``TokenUsage`` field dict and their ``tool_calls`` dicts made by ``tool_call_fields``. The call dicts, each
+    step's ``span_ids`` and ``issues``, and ``issues`` and ``metadata`` become the models' own: pass values made
+    for it.
     """
     if (
         type(trace_id) is str and type(agent_span_id) in _OPTIONAL_STR and type(agent_name) is str
@@ -260,14 +298,8 @@ def assembled_trace(
         and type(usage) is dict and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
         and type(content_captured) is bool and (tool_definitions is None or type(tool_definitions) is list)
         and _str_items(issues) and type(partial) is bool and type(metadata) is dict and _str_keys(metadata)
-        and _exact_steps(steps)
+        and (built := _built_steps(steps)) is not None
     ):
-        built = [_built(AgentStep, {
-            "index": step["index"], "thought": step["thought"], "output": step["output"],
-            "tool_calls": [_built(ToolCall, call, _CALL_SET) for call in step["tool_calls"]],
-            "model": step["model"], "usage": _usage(step["usage"]), "span_ids": step["span_ids"],
-            "error": step["error"], "issues": step["issues"],
-        }, _STEP_SET) for step in steps]
         return _built(AgentTrace, {  # type: ignore[no-any-return]
             "trace_id": trace_id, "agent_span_id": agent_span_id, "agent_name": agent_name,
             "conversation_id": conversation_id, "input": input, "final_output": final_output, "steps": built,

@@ -42,8 +42,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    its place: the AI SDK's ``error-text``) takes that error as its result and error.
    Arguments come from the tool span, unless it only holds a bare value where the
    request has an object.
-6. Each run into the public model (``model.assembled_trace``): built directly when every value
-   already has its field's exact type (what validation would keep, the same fields set), else
+6. Each run into the public model: each step as it is made, once its calls' back-fills are done
+   (``model.assembled_step``), then the run (``model.assembled_trace``), built directly when every
+   value already has its field's exact type (what validation would keep, the same fields set), else
    validated as ``AgentTrace.model_validate`` does it and rejected alike.
 
 Every trace takes this one path: there is no shortcut for a common shape.
@@ -55,7 +56,6 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 from ..metadata import run_metadata
@@ -79,27 +79,26 @@ from .rules import CLOCK_SKEW_NS, Rule, Scope
 from .steps import (
     DRAFT_START,
     END_TIME,
+    INPUT_TOKENS,
     MISSING,
-    START_ORDER,
+    OUTPUT_TOKENS,
     START_TIME,
     CallDraft,
     DraftIndex,
     StepDraft,
-    backfill_call_ids,
+    echoed_id,
     echoed_result,
     fulfil_by_agent,
+    in_start_order,
     merge_stacked,
     refusal,
     start_order,
 )
 
+PREPARING = tuple(rule for rule in RULES if type(rule).prepare is not Rule.prepare)
 LINKING = tuple(rule for rule in RULES if type(rule).link is not Rule.link)
 REGROUPING = tuple(rule for rule in RULES if type(rule).regroup is not Rule.regroup)
 """The rules with a hook of that kind (the others' does nothing), in ``RULES`` order."""
-
-USAGE = itemgetter("usage")
-INPUT_TOKENS = itemgetter("input_tokens")
-OUTPUT_TOKENS = itemgetter("output_tokens")
 
 AGENT_NAME_KEY = "gen_ai.agent.name"
 """Names the agent on any span of its run: what a run whose agent span is missing is named by."""
@@ -145,18 +144,20 @@ class TraceAssembly(TraceIndex):
         """Agents that, with no agent above them, are children of the run around them (a rule says so)."""
         self.started_by: dict[int, int] = {}
         """Scope key of an agent started by a tool call -> that tool's span id (a rule says so)."""
+        self._in_turn: dict[int, bool] = {}
+        """Tool span placed by ``run`` -> is it under a step or model call span (``above``, looked up once)."""
 
     def run(self) -> list[AgentTrace]:
         kinds = self.kinds
         if AGENT not in kinds and LLM not in kinds and TOOL not in kinds:
             return []
-        for rule in RULES:
+        for rule in PREPARING:
             if rule.hint in self.hints:
                 rule.prepare(self)
         hints = self.hints  # a rule may have added hints
         links = [rule for rule in LINKING if rule.hint in hints]
         regroups = [rule for rule in REGROUPING if rule.hint in hints]
-        ordered = sorted(self.ops.values(), key=START_ORDER)
+        ordered = in_start_order(self.ops.values())
         scopes: dict[int, Scope] = {}
         if AGENT in kinds:
             for op in ordered:
@@ -172,27 +173,38 @@ class TraceAssembly(TraceIndex):
             rule.link(self, scopes)
 
         # Where each call hangs: its agent, an enclosing call of its kind. The children of one span share
-        # one ``Above``: what it says is looked up once per parent, not once per call.
+        # one ``Above``: what it says is looked up once per parent, not once per call, and consecutive
+        # siblings (in start order, the common case) do not look it up again.
         above_of = self.above
+        in_turn = self._in_turn
         last = None
+        last_parent = None
         for op in ordered:
             kind = op.kind
             if kind != LLM and kind != TOOL and kind != STEP:
                 continue
-            above = above_of(op.span_id)
-            if above is not last:
-                last = above
-                agent = above.kinds.get(AGENT)
-                scope = scopes[agent[1].span_id] if agent is not None else self.scope_of(op, scopes)
-                into = {LLM: scope.llms, TOOL: scope.tools, STEP: scope.steps}
-                outers = {}
-                for outer_kind in (LLM, TOOL):
-                    outer = above.kinds.get(outer_kind)
-                    if outer is not None and not self.stopped(op.span_id, above, outer[0], scope.key):
-                        outers[outer_kind] = outer[1]
+            parent = op.record.parent_span_id
+            if parent is None or parent != last_parent:
+                above = above_of(op.span_id)
+                # a span of depth 0 (a local root, or in a parent cycle) has a place of its own
+                last_parent = parent if above.depth > 0 else None
+                if above is not last:
+                    last = above
+                    kinds = above.kinds
+                    agent = kinds.get(AGENT)
+                    scope = scopes[agent[1].span_id] if agent is not None else self.scope_of(op, scopes)
+                    into = {LLM: scope.llms, TOOL: scope.tools, STEP: scope.steps}
+                    outers = {}
+                    for outer_kind in (LLM, TOOL):
+                        outer = kinds.get(outer_kind)
+                        if outer is not None and not self.stopped(op.span_id, above, outer[0], scope.key):
+                            outers[outer_kind] = outer[1]
+                    nested = STEP in kinds or LLM in kinds
             outer = outers.get(kind)
             if outer is None:
                 into[kind].append(op)
+                if kind == TOOL:
+                    in_turn[op.span_id] = nested
             # Two instrumentations stacked on one model call; a tool inside a tool is part of the
             # outer tool's work (merged when it is the same tool).
             elif kind == LLM or outer.tool_name in (None, op.tool_name):
@@ -288,25 +300,26 @@ class TraceAssembly(TraceIndex):
         if not drafts and scope.tools:
             drafts = [StepDraft(start=scope.tools[0].record.start_time_unix_nano)]
             drafts[0].issues.append("tool spans without any LLM span in this agent; grouped into one step")
-        index = DraftIndex.of(drafts)
+        index = DraftIndex(drafts)
         by_call_id = index.by_call_id
+        in_turn = self._in_turn
         for tool in scope.tools:  # in start order, as ``run`` collected them
+            nested = in_turn.get(tool.span_id)
+            if nested is None:  # a tool ``run`` did not place (a rule's)
+                above = self.above(tool.span_id).kinds
+                nested = STEP in above or LLM in above
             call_ids = tool.tool_call_ids
-            if len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined: the open call of its id
-                above = self.above(tool.span_id).kinds  # placed by ``run``
-                if STEP not in above and LLM not in above:
-                    for position, call in by_call_id.get(call_ids[0], ()):
-                        if call["requested"] and not call["executed"]:
-                            drafts[position].attach(tool, call)
-                            break
-                    else:
-                        call = None
-                    if call is not None:
-                        continue
-            draft, call = self._owner(tool, drafts, index)
+            if not nested and len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined
+                for position, call in by_call_id.get(call_ids[0], ()):
+                    if call["requested"] and not call["executed"]:
+                        drafts[position].attach(tool, call)
+                        break
+                else:
+                    call = None
+                if call is not None:
+                    continue
+            draft, call = self._owner(tool, drafts, index, nested)
             draft.attach(tool, call)
-        backfill_call_ids(drafts)
-        self._backfill_results(scope, drafts)
         self._drafts[scope.key] = drafts
 
         agent = scope.agent
@@ -319,15 +332,33 @@ class TraceAssembly(TraceIndex):
         # Read before the steps are made: these may parse a model call's input, whose issues the step reports.
         task = _task_input(io, first_llm)
         content_captured = any(op.has_content for op in chain(scope.llms, scope.tools)) or bool(agent and agent.has_content)
-        steps = [draft.to_step(i) for i, draft in enumerate(drafts)]  # as dicts: validated below, with the trace
+
+        # The back-fills and the steps in one pass: a call's back-fills read only later model calls' inputs,
+        # so a step is made once every input its model calls' issues may come from has been parsed.
+        steps: list[Any] = []
+        after = 1
+        others: list[Operation] | None = None
+        for draft in drafts:
+            for call in draft.calls:
+                if call["executed"]:
+                    if call["call_id"] is None:  # ``backfill_call_ids``
+                        for later in drafts[after:]:
+                            call["call_id"] = echoed_id(call, later.llm.input_messages if later.llm else None)
+                            if call["call_id"] is not None:
+                                break
+                    if call["result"] is None and call["call_id"] is not None:
+                        others = self._backfill_result(scope, drafts, after, call, others)
+                elif call["call_id"] is not None and after < len(drafts):
+                    refusal(call, drafts[after])
+            steps.append(draft.to_step(after - 1))
+            after += 1
 
         members = (scope.llms, scope.tools, scope.steps, scope.reruns)
         start = min(root.start_time_unix_nano, min(map(START_TIME, chain(*members)), default=root.start_time_unix_nano))
         end = max(root.end_time_unix_nano, max(map(END_TIME, chain(*members)), default=root.end_time_unix_nano))
         error = next((run.error for run in [agent, *scope.reruns] if run.error), None) if agent else span_error(root)
         issues = list(agent.issues) if agent else []
-        usages = list(map(USAGE, steps))
-        usage = {"input_tokens": sum(map(INPUT_TOKENS, usages)), "output_tokens": sum(map(OUTPUT_TOKENS, usages))}
+        usage = {"input_tokens": sum(map(INPUT_TOKENS, drafts)), "output_tokens": sum(map(OUTPUT_TOKENS, drafts))}
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
@@ -337,7 +368,7 @@ class TraceAssembly(TraceIndex):
             agent_name=_agent_name(agent, root, scope),
             conversation_id=conversation,
             input=task,
-            final_output=_final_output(last, steps),
+            final_output=_final_output(last, drafts),
             steps=steps,
             status="error" if error else "ok",
             error=error,
@@ -353,44 +384,42 @@ class TraceAssembly(TraceIndex):
             metadata=run_metadata(root.resource, agent.record.attributes if agent else None),
         )
 
-    def _backfill_results(self, scope: Scope, drafts: list[StepDraft]) -> None:
+    def _backfill_result(
+        self, scope: Scope, drafts: list[StepDraft], after: int, call: CallDraft, others: list[Operation] | None
+    ) -> list[Operation] | None:
         """An executed call whose tool span recorded no result takes the result echoed to the model.
 
         The next model call's input holds the tool result with the call id (event-only
         content, a failed tool whose span has no result, a handoff). Later turns of this
-        agent first; then any later model call in the trace (a handoff target's first
-        call), there only where the echoed request names the same tool.
+        agent (``drafts[after:]``) first; then any later model call in the trace (a handoff
+        target's first call), there only where the echoed request names the same tool.
+        ``others``: those model calls, once listed (returned, for the next call of the run).
         """
-        others: list[Operation] | None = None
-        for index, draft in enumerate(drafts):
-            for call in draft.calls:
-                if not call["executed"] and call["call_id"] is not None and index + 1 < len(drafts):
-                    refusal(call, drafts[index + 1])
-                if call["result"] is not None or not call["executed"] or call["call_id"] is None:
-                    continue
-                found = MISSING
-                for later in drafts[index + 1 :]:
-                    for llm in later.llms:
-                        found = echoed_result(call, llm.input_messages, strict=False)
-                        if found is not MISSING:
-                            break
-                    if found is not MISSING:
-                        break
-                if found is MISSING:
-                    if others is None:  # inputs are parsed below, only for the model calls after the draft
-                        own = {op.span_id for op in scope.llms}
-                        others = sorted(
-                            (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own),
-                            key=lambda o: o.record.start_time_unix_nano,
-                        )
-                    for llm in others:
-                        if llm.record.start_time_unix_nano + CLOCK_SKEW_NS < draft.start:
-                            continue
-                        found = echoed_result(call, llm.input_messages, strict=True)
-                        if found is not MISSING:
-                            break
+        found = MISSING
+        for later in drafts[after:]:
+            for llm in later.llms:
+                found = echoed_result(call, llm.input_messages, strict=False)
                 if found is not MISSING:
-                    call["result"] = maybe_json(found, "echoed tool result", [])
+                    break
+            if found is not MISSING:
+                break
+        if found is MISSING:
+            if others is None:  # inputs are parsed below, only for the model calls after the draft
+                own = {op.span_id for op in scope.llms}
+                others = sorted(
+                    (op for op in self.ops.values() if op.kind == LLM and op.span_id not in own),
+                    key=lambda o: o.record.start_time_unix_nano,
+                )
+            start = drafts[after - 1].start
+            for llm in others:
+                if llm.record.start_time_unix_nano + CLOCK_SKEW_NS < start:
+                    continue
+                found = echoed_result(call, llm.input_messages, strict=True)
+                if found is not MISSING:
+                    break
+        if found is not MISSING:
+            call["result"] = maybe_json(found, "echoed tool result", [])
+        return others
 
     def _drafts_of(self, scope: Scope) -> list[StepDraft]:
         """One draft per explicit step span (with the LLM spans under it), one per other LLM span."""
@@ -414,16 +443,18 @@ class TraceAssembly(TraceIndex):
         return sorted(drafts, key=DRAFT_START)
 
     def _owner(
-        self, tool: Operation, drafts: list[StepDraft], index: DraftIndex
+        self, tool: Operation, drafts: list[StepDraft], index: DraftIndex, nested: bool
     ) -> tuple[StepDraft, CallDraft | None]:
-        """The draft a tool span goes to, and the call it fulfils there when that is known already."""
-        above = self.above(tool.span_id).kinds  # placed by ``run``
-        step = above.get(STEP)
-        if step is not None and step[1].span_id in index.by_step:
-            return index.by_step[step[1].span_id], None
-        llm = above.get(LLM)
-        if llm is not None and llm[1].span_id in index.by_llm:
-            return index.by_llm[llm[1].span_id], None
+        """The draft a tool span goes to, and the call it fulfils there when that is known already.
+        ``nested``: the tool span is under a step or model call span."""
+        if nested:
+            above = self.above(tool.span_id).kinds  # placed by ``run``
+            step = above.get(STEP)
+            if step is not None and step[1].span_id in index.by_step:
+                return index.by_step[step[1].span_id], None
+            llm = above.get(LLM)
+            if llm is not None and llm[1].span_id in index.by_llm:
+                return index.by_llm[llm[1].span_id], None
         call_ids = tool.tool_call_ids
         if call_ids:
             first = index.first_open(call_ids)
@@ -477,12 +508,13 @@ def _task_input(agent: Operation | None, first_llm: Operation | None) -> str | N
     return None
 
 
-def _final_output(agent: Operation | None, steps: list[dict[str, Any]]) -> str | None:
+def _final_output(agent: Operation | None, drafts: list[StepDraft]) -> str | None:
+    """The agent span's answer, else the last step's output."""
     if agent is not None:
         text = agent.output_text()
         if text and text.strip():
             return text.strip()
-    for step in reversed(steps):
-        if step["output"]:
-            return step["output"].strip()
+    for draft in reversed(drafts):
+        if draft.output:
+            return draft.output.strip()
     return None

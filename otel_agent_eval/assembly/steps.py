@@ -3,10 +3,11 @@ model call echoes for them. What ``core.TraceAssembly`` builds an agent's steps 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
-from ..model import AgentStep, AgentTrace, step_texts, tool_call_fields
+from ..model import AgentStep, AgentTrace, assembled_step, step_texts, tool_call_fields
 from ..records import span_id_hex
 from .dialects.base import (
     Message,
@@ -22,11 +23,20 @@ def start_order(op: Operation) -> tuple[int, int]:
     return op.record.start_time_unix_nano, op.record.span_id
 
 
-START_ORDER = attrgetter("record.start_time_unix_nano", "record.span_id")
-"""``start_order`` as a sort key made in C."""
+SPAN_ID = attrgetter("span_id")
 DRAFT_START = attrgetter("start")
 START_TIME = attrgetter("record.start_time_unix_nano")
+INPUT_TOKENS = attrgetter("input_tokens")
+OUTPUT_TOKENS = attrgetter("output_tokens")
 END_TIME = attrgetter("record.end_time_unix_nano")
+
+
+def in_start_order(ops: Iterable[Operation]) -> list[Operation]:
+    """``sorted(ops, key=start_order)``: by span id, then (stable) by start time; two sorts on int keys, made
+    in C, cost less than one on key tuples. Span ids are unique within a trace."""
+    ordered = sorted(ops, key=SPAN_ID)
+    ordered.sort(key=START_TIME)
+    return ordered
 
 
 CallDraft = dict[str, Any]
@@ -55,10 +65,6 @@ class DraftIndex:
                         by_call_id[call_id].append((position, call))
                     else:
                         by_call_id[call_id] = [(position, call)]
-
-    @classmethod
-    def of(cls, drafts: list[StepDraft]) -> DraftIndex:
-        return cls(drafts)
 
     @property
     def by_step(self) -> dict[int, StepDraft]:
@@ -103,6 +109,10 @@ class StepDraft:
         "issues",
         "llm",
         "llms",
+        "output",
+        "input_tokens",
+        "output_tokens",
+        "reasoning",
         "start",
         "step",
         "text",
@@ -129,13 +139,48 @@ class StepDraft:
         (read then: a model call's input is parsed when first needed, and its issues come with it)."""
         self.text: str | None = None
         """``llm``'s output text, read once."""
+        self.reasoning: str | None = None
+        """``llm``'s reasoning text, read with ``text``."""
+        self.output: str | None = None
+        self.input_tokens = self.output_tokens = 0
+        """The step's output and token counts, as ``to_step`` made the step: what its run sums up and answers."""
         self.canonical: dict[int, tuple[Any, str]] | None = None
         """``id`` of a call -> (its arguments, their ``canonical_json``): see ``canonical_arguments``."""
 
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
-        """The step of a model call with no step span (the common case)."""
-        return cls.from_step(None, [llm])
+        """The step of a model call with no step span (the common case): ``from_step(None, [llm])``, written
+        out for the one call, its text and reasoning read in the same pass over its messages."""
+        draft = cls(llm.record.start_time_unix_nano, llm, [llm])
+        messages = llm.output_messages
+        if messages:
+            calls = draft.calls
+            texts = []
+            reasoning: list[str] = []
+            seen: set[str] | None = None
+            for message in messages:
+                if message.texts:
+                    text = "\n".join(message.texts)  # ``output_text``: ``Message.text`` when it has any
+                    if text:
+                        texts.append(text)
+                if message.reasoning:  # ``reasoning_text``
+                    reasoning += message.reasoning
+                for call in message.tool_calls:  # ``requested_calls()``, without the list
+                    call_id = call.call_id
+                    if call_id is not None:
+                        if seen is None:
+                            seen = {call_id}
+                        elif call_id in seen:
+                            continue
+                        else:
+                            seen.add(call_id)
+                    calls.append(tool_call_fields(call.name, call.arguments, call_id))
+            if texts:
+                draft.text = "\n".join(texts)
+                draft.calls_in_text = not calls
+            if reasoning:
+                draft.reasoning = "\n".join(reasoning)
+        return draft
 
     @classmethod
     def from_step(cls, step: Operation | None, llms: list[Operation]) -> StepDraft:
@@ -163,6 +208,7 @@ class StepDraft:
         if llm is not None:
             draft.text = text = output_text(llm.output_messages)
             draft.calls_in_text = not calls and bool(text)
+            draft.reasoning = reasoning_text(llm.output_messages)
         return draft
 
     def open_call(self, tool: Operation, by: str) -> CallDraft | None:
@@ -218,7 +264,7 @@ class StepDraft:
             self.calls.append(call)
         record = tool.record
         call["executed"] = True
-        call["span_id"] = span_hex = span_id_hex(tool.span_id)
+        call["span_id"] = span_hex = "%016x" % tool.span_id  # ``span_id_hex``
         self.tool_span_hexes.append(span_hex)
         call["start_time_unix_nano"] = record.start_time_unix_nano
         call["end_time_unix_nano"] = record.end_time_unix_nano
@@ -226,7 +272,7 @@ class StepDraft:
         if arguments is not None and not (
             # a tool span that recorded only the bare value of a single argument (OpenInference
             # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
-            isinstance(call["arguments"], dict) and not isinstance(arguments, (dict, list))
+            not isinstance(arguments, (dict, list)) and isinstance(call["arguments"], dict)
         ):
             call["arguments"] = arguments
         if call["call_id"] is None and tool.tool_call_ids:
@@ -237,32 +283,30 @@ class StepDraft:
         if tool.issues:
             self.issues.extend(tool.issues)
 
-    def to_step(self, index: int) -> dict[str, Any]:
-        """The ``AgentStep`` field dict, its calls' dicts in it: what ``model.assembled_trace`` makes the step of."""
+    def to_step(self, index: int) -> AgentStep | dict[str, Any]:
+        """The ``AgentStep`` (``model.assembled_step``: built directly, or its field dict when a value is inexact)."""
         llm = self.llm
         calls = self.calls
         step = self.step
         llms = self.llms
-        span_ids = [span_id_hex(step.span_id)] if step else []
-        span_ids += [span_id_hex(o.span_id) for o in llms]
+        if step is None and len(llms) == 1:  # the common case: one model call, no step span
+            span_ids = ["%016x" % llm.span_id]  # type: ignore[union-attr]  # ``span_id_hex``
+            issues = llm.issues + self.issues  # type: ignore[union-attr]
+            usage = llm.usage  # type: ignore[union-attr]  # ``total_usage``
+            input_tokens, output_tokens = (usage[0], usage[1]) if usage is not None else (0, 0)
+        else:
+            span_ids = [span_id_hex(step.span_id)] if step else []
+            span_ids += [span_id_hex(o.span_id) for o in llms]
+            issues = self.span_issues() + self.issues
+            input_tokens, output_tokens = total_usage(llms)
         span_ids += self.tool_span_hexes
         if llm is None:
             thought = output = model = error = None
         else:
-            thought, output = step_texts(self.text, reasoning_text(llm.output_messages), bool(calls))
+            thought, output = step_texts(self.text, self.reasoning, bool(calls))
             model, error = llm.model, llm.error
-        return {
-            "index": index,
-            "thought": thought,
-            "output": output,
-            "tool_calls": calls,
-            "model": model,
-            "usage": total_usage(llms),
-            "span_ids": span_ids,
-            "error": error,
-            "issues": (llm.issues + self.issues if step is None and len(llms) == 1 else  # type: ignore[union-attr]
-                       self.span_issues() + self.issues),
-        }
+        self.output, self.input_tokens, self.output_tokens = output, input_tokens, output_tokens
+        return assembled_step(index, thought, output, calls, model, input_tokens, output_tokens, span_ids, error, issues)
 
     def span_issues(self) -> list[str]:
         """The step span's issues, then its model calls' (as read so far)."""
@@ -274,19 +318,19 @@ class StepDraft:
         return issues
 
 
-def total_usage(llms: list[Operation]) -> dict[str, int]:
-    """The ``TokenUsage`` fields of the model calls' summed usage (``sum`` would make an object per addition)."""
+def total_usage(llms: list[Operation]) -> tuple[int, int]:
+    """The model calls' summed (input, output) tokens (``sum`` would make an object per addition)."""
     if len(llms) == 1:
         usage = llms[0].usage
         if usage is not None:
-            return {"input_tokens": usage[0], "output_tokens": usage[1]}
+            return usage[0], usage[1]
     input_tokens = output_tokens = 0
     for llm in llms:
         usage = llm.usage
         if usage is not None:
             input_tokens += usage[0]
             output_tokens += usage[1]
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    return input_tokens, output_tokens
 
 
 MERGED_FIELDS = (
@@ -302,22 +346,6 @@ def merge_stacked(outer: Operation, inner: Operation) -> None:
         if value not in (None, []) and getattr(outer, name) in (None, []):
             setattr(outer, name, value)
     outer.issues.extend(inner.issues)
-
-
-def backfill_call_ids(drafts: list[StepDraft]) -> None:
-    """Give id-less executed calls the id a later model call's input echoes for them.
-
-    The next model call sees the assistant's tool calls and the tool results with
-    their ids; match on (name, arguments), else on the result.
-    """
-    for index, draft in enumerate(drafts):
-        for call in draft.calls:
-            if call["call_id"] is not None or not call["executed"]:
-                continue
-            for later in drafts[index + 1 :]:
-                call["call_id"] = echoed_id(call, later.llm.input_messages if later.llm else None)
-                if call["call_id"] is not None:
-                    break
 
 
 MISSING = object()
@@ -379,6 +407,8 @@ def mentions(name: str, agent: str) -> bool:
 
 
 def echoed_id(call: CallDraft, messages: list[Message] | None) -> str | None:
+    """The id a later model call's input echoes for an id-less executed call: the next model call sees the
+    assistant's tool calls and the tool results with their ids; matched on (name, arguments), else on the result."""
     args = canonical_json(call["arguments"])
     for message in messages or ():
         for requested in message.tool_calls:

@@ -23,8 +23,9 @@ from pydantic import BaseModel, ValidationError
 
 from otel_agent_eval import assemble
 from otel_agent_eval.assembly import core
+from otel_agent_eval.assembly import steps as assembly_steps
 from otel_agent_eval.formats.otlp import read_trace_file
-from otel_agent_eval.model import AgentTrace, ToolCall, assembled_trace, tool_call_fields
+from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall, assembled_step, assembled_trace, tool_call_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -60,8 +61,20 @@ def assert_equivalent(built: AgentTrace, validated: AgentTrace) -> None:
 
 @pytest.fixture
 def compared(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every tree assembly builds is compared with the validation of a copy of the same fields."""
+    """Every tree assembly builds is compared with the validation of a copy of the same fields, and so is
+    every step (``assembled_step``: the trace's steps reach ``assembled_trace`` built)."""
     count = [0]
+
+    def checked_step(*fields: Any) -> AgentStep | dict[str, Any]:
+        names = ("index", "thought", "output", "tool_calls", "model", "input_tokens", "output_tokens", "span_ids",
+                 "error", "issues")
+        values = dict(zip(names, copy.deepcopy(fields)))
+        values["usage"] = {"input_tokens": values.pop("input_tokens"), "output_tokens": values.pop("output_tokens")}
+        validated = AgentStep.model_validate(values)
+        built = assembled_step(*fields)
+        assert type(built) is AgentStep  # every step of these traces is exact
+        assert_same(built, validated, "step")
+        return built
 
     def checked(**fields: Any) -> AgentTrace:
         validated = AgentTrace.model_validate(copy.deepcopy(fields))
@@ -71,6 +84,7 @@ def compared(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return built
 
     monkeypatch.setattr(core, "assembled_trace", checked)
+    monkeypatch.setattr(assembly_steps, "assembled_step", checked_step)
     return count
 
 
@@ -177,15 +191,27 @@ def test_inexact_values_are_validated_as_before(changes: dict[str, Any]) -> None
     assert_built_as_validated(trace_fields(**changes))
 
 
+def through_steps(**fields: Any) -> AgentTrace:
+    """``assembled_trace`` of ``fields`` with each step made by ``assembled_step`` first, as assembly does it."""
+    fields["steps"] = [assembled_step(
+        step["index"], step["thought"], step["output"], step["tool_calls"], step["model"],
+        step["usage"]["input_tokens"], step["usage"]["output_tokens"], step["span_ids"], step["error"], step["issues"],
+    ) for step in fields["steps"]]
+    return assembled_trace(**fields)
+
+
 def assert_built_as_validated(fields: dict[str, Any]) -> None:
-    """``assembled_trace`` of ``fields`` is what validating them gives, or raises what validation raises."""
+    """``assembled_trace`` of ``fields`` (its steps as dicts, or made by ``assembled_step``) is what validating
+    them gives, or raises what validation raises."""
     try:
         validated = AgentTrace.model_validate(copy.deepcopy(fields))
     except ValidationError as expected:
-        with pytest.raises(ValidationError) as raised:
-            assembled_trace(**fields)
-        assert raised.value.errors() == expected.errors()
+        for build in (assembled_trace, through_steps):
+            with pytest.raises(ValidationError) as raised:
+                build(**copy.deepcopy(fields))
+            assert raised.value.errors() == expected.errors()
         return
+    assert_equivalent(through_steps(**copy.deepcopy(fields)), validated)
     assert_equivalent(assembled_trace(**fields), validated)
 
 
