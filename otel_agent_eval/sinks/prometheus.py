@@ -61,7 +61,10 @@ class ResultMetrics(Collector):
 
     def add(self, evaluated: EvaluatedTrace, agent: str, service: str) -> None:
         now = time.time()
-        exemplar_labels = {"trace_id": evaluated.trace.trace_id}
+        trace_id = evaluated.trace.trace_id
+        # OpenMetrics caps an exemplar's labels at 128 characters (prometheus-client raised on more):
+        # a trace id is 32; an id that is not one is left out of the exemplar, never the counts.
+        exemplar_labels = {"trace_id": trace_id} if len(trace_id) <= MAX_EXEMPLAR_ID else None
         with self._lock:
             for result in evaluated.results:
                 key = (result.evaluator, agent, service, result.label, result.reason or "")
@@ -114,6 +117,7 @@ class ResultMetrics(Collector):
         ]
 
 
+MAX_EXEMPLAR_ID = 128 - len("trace_id")
 SCORE_BOUNDS = (*SCORE_BUCKETS, math.inf)
 DURATION_BOUNDS = (*DURATION_BUCKETS, math.inf)
 

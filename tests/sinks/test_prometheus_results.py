@@ -95,3 +95,14 @@ def test_a_second_sink_on_the_same_registry_is_refused_as_before() -> None:
     PrometheusSink(registry, PipelineStats(), RunLabels(10, 10))
     with pytest.raises(ValueError, match="Duplicated"):
         PrometheusSink(registry, PipelineStats(), RunLabels(10, 10))
+
+
+def test_an_id_too_long_for_an_exemplar_still_counts() -> None:
+    """OpenMetrics caps exemplar labels at 128 characters (prometheus-client raised, losing the run's counts)."""
+    registry = CollectorRegistry()
+    sink = PrometheusSink(registry, PipelineStats(), RunLabels(10, 10))
+    trace = AgentTrace(trace_id="f" * 200, agent_name="a")
+    sink.emit(EvaluatedTrace(trace, [EvalResult(evaluator="e", label="pass", score=0.5, agent_name="a")], {}, 1, 2))
+    text = generate_openmetrics(registry).decode()
+    assert 'agent_eval_score_count{agent="a",evaluator="e",service="unknown"} 1.0' in text
+    assert "# {trace_id" not in text
