@@ -70,13 +70,18 @@ CONTAINER_COST = 120
 MAX_ITEMS_SIZED = 32
 """Sequences and mappings longer than this are sized from their first items (bounded work)."""
 MAX_DEPTH = 4
+_str_size = str.__sizeof__
+"""``sys.getsizeof`` of a ``str`` (not tracked by the collector, so no header is added), ~10x cheaper: it runs for
+every key, value and name of every buffered span."""
 
 
 def _value_size(value: Any, depth: int = 0) -> int:
     """Bytes a value owns: ``getsizeof`` of strings, bytes and numbers (O(1) each),
     containers from at most ``MAX_ITEMS_SIZED`` items, scaled to their length."""
     kind = type(value)
-    if kind is str or kind is bytes or kind is float:
+    if kind is str:
+        return _str_size(value)
+    if kind is bytes or kind is float:
         return sys.getsizeof(value)
     if kind is int:
         return 0 if -5 <= value <= 256 else sys.getsizeof(value)  # CPython caches small ints
@@ -87,7 +92,9 @@ def _value_size(value: Any, depth: int = 0) -> int:
     if isinstance(value, (tuple, list)):
         n = len(value)
         sample = value if n <= MAX_ITEMS_SIZED else value[:MAX_ITEMS_SIZED]
-        items = sum(_value_size(v, depth + 1) for v in sample)
+        items = 0
+        for v in sample:
+            items += _str_size(v) if type(v) is str else _value_size(v, depth + 1)
         return sys.getsizeof(value) + (items * n // len(sample) if sample else 0)
     if isinstance(value, Mapping):
         n = len(value)
@@ -104,10 +111,13 @@ def _attributes_size(attributes: Mapping[str, Any] | None, *, own_keys: bool) ->
         return 0
     raw = getattr(attributes, "_dict", attributes)  # SDK BoundedAttributes: the plain dict beneath
     size = len(raw) * ATTRIBUTE_COST
-    for key, value in raw.items():
-        size += _value_size(value)
-        if own_keys:
-            size += sys.getsizeof(key)
+    if own_keys:
+        try:
+            size += sum(map(_str_size, raw))
+        except TypeError:  # a key that is not a str (no decoder makes one)
+            size += sum(map(sys.getsizeof, raw))
+    for value in raw.values():  # ``_value_size`` inlined for strings: this runs for every span
+        size += _str_size(value) if type(value) is str else _value_size(value)
     return size
 
 
@@ -115,9 +125,9 @@ def estimate_size(item: Any) -> int:
     """Estimated bytes an item keeps alive while buffered: a ``SpanRecord``, a
     ``LogRecordData`` or an SDK ``ReadableSpan``. See the module docstring."""
     if isinstance(item, SpanRecord):
-        size = RECORD_COST + sys.getsizeof(item.name) + _attributes_size(item.attributes, own_keys=True)
+        size = RECORD_COST + _value_size(item.name) + _attributes_size(item.attributes, own_keys=True)
         for event in item.events:
-            size += RECORD_EVENT_COST + sys.getsizeof(event.name) + _attributes_size(event.attributes, own_keys=True)
+            size += RECORD_EVENT_COST + _value_size(event.name) + _attributes_size(event.attributes, own_keys=True)
         return size
     if isinstance(item, LogRecordData):
         name = item.event_name

@@ -1,7 +1,8 @@
 """Scores and pipeline health as Prometheus metrics (prometheus-client).
 
-Result metrics are ordinary prometheus-client objects; pipeline counters are
-read from ``PipelineStats`` at scrape time by a custom collector, so the span
+Result metrics are counted per run under one lock (``ResultMetrics``) and exposed as
+prometheus-client's own ``Histogram`` and ``Counter`` would expose them; pipeline counters
+are read from ``PipelineStats`` at scrape time by a custom collector, so the span
 hot path never touches a prometheus-client lock. Labels: evaluator, agent,
 service, outcome, reason only, never ids or free text (trace ids go in exemplars).
 Agent and service values are capped (``RunLabels``); ``reason`` is a result's short
@@ -10,12 +11,18 @@ code from a small fixed set (``EvalResult.reason``), empty for pass and fail.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
+from prometheus_client.utils import floatToGoString
 
 from ..model import EvaluatedTrace
 from ..pipeline.stats import PipelineStats, RunLabels
@@ -24,46 +31,123 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 DURATION_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0)
 
 
+class _Series:
+    """One labelled series of a histogram (``bounds`` given) or a counter: what prometheus-client's child keeps."""
+
+    __slots__ = ("buckets", "sum", "exemplars", "created")
+
+    def __init__(self, size: int, created: float) -> None:
+        self.buckets = [0.0] * size
+        self.sum = 0.0
+        self.exemplars: list[Exemplar | None] = [None] * size
+        self.created = created
+
+
+class ResultMetrics(Collector):
+    """The result metrics, kept under one lock per run and exposed at scrape time.
+
+    prometheus-client's ``Histogram`` and ``Counter`` take a lock and validate per call, a dozen
+    calls per run (~27 us, a twentieth of serve's CPU per run); here a run's results are
+    counted in one pass under one lock. What is exposed is what the library's own objects
+    expose for the same observations, sample for sample (buckets, exemplars, ``_count``,
+    ``_sum``, ``_created``): ``tests/sinks/test_prometheus_results.py`` holds the two to it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.results: dict[tuple[str, ...], _Series] = {}
+        self.scores: dict[tuple[str, ...], _Series] = {}
+        self.durations: dict[tuple[str, ...], _Series] = {}
+
+    def add(self, evaluated: EvaluatedTrace, agent: str, service: str) -> None:
+        now = time.time()
+        trace_id = evaluated.trace.trace_id
+        # OpenMetrics caps an exemplar's labels at 128 characters (prometheus-client raised on more):
+        # a trace id is 32; an id that is not one is left out of the exemplar, never the counts.
+        exemplar_labels = {"trace_id": trace_id} if len(trace_id) <= MAX_EXEMPLAR_ID else None
+        with self._lock:
+            for result in evaluated.results:
+                key = (result.evaluator, agent, service, result.label, result.reason or "")
+                series = self.results.get(key)
+                if series is None:
+                    series = self.results[key] = _Series(1, now)
+                series.buckets[0] += 1.0
+                if result.score is not None:
+                    _observe(self.scores, (result.evaluator, agent, service), SCORE_BOUNDS, result.score, now,
+                             exemplar_labels)
+            for evaluator, seconds in evaluated.durations.items():
+                _observe(self.durations, (evaluator,), DURATION_BOUNDS, seconds, now, None)
+
+    def describe(self) -> Iterator[Metric]:
+        """The families, without samples: the registry refuses a second sink's metrics of the same names."""
+        for name, documentation, kind, _, _, _ in self._families():
+            yield Metric(name, documentation, kind)
+
+    def collect(self) -> Iterator[Metric]:
+        created = getattr(prometheus_metrics, "_use_created", True)
+        for name, documentation, kind, labelnames, series_of, bounds in self._families():
+            metric = Metric(name, documentation, kind)
+            with self._lock:
+                items = [(values, list(s.buckets), s.sum, list(s.exemplars), s.created) for values, s in series_of.items()]
+            for values, buckets, total, exemplars, since in items:
+                labels = dict(zip(labelnames, values))
+                if bounds is None:
+                    metric.add_sample(name + "_total", labels, buckets[0])
+                else:
+                    count = 0.0
+                    for bound, n, exemplar in zip(bounds, buckets, exemplars):
+                        count += n
+                        metric.add_sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, count,
+                                          exemplar=exemplar)
+                    metric.add_sample(name + "_count", labels, count)
+                    metric.add_sample(name + "_sum", labels, total)
+                if created:
+                    metric.add_sample(name + "_created", labels, since)
+            yield metric
+
+    def _families(self) -> list[tuple[str, str, str, list[str], dict[tuple[str, ...], _Series], tuple[float, ...] | None]]:
+        return [
+            ("agent_eval_score", "Evaluation scores in [0, 1] (exemplar: trace_id)", "histogram",
+             ["evaluator", "agent", "service"], self.scores, SCORE_BOUNDS),
+            ("agent_eval_results",
+             "Evaluation results by outcome (pass, fail, skipped, error) and, for skipped and error, reason", "counter",
+             ["evaluator", "agent", "service", "outcome", "reason"], self.results, None),
+            ("agent_eval_evaluation_duration_seconds", "Time one evaluator took on one agent trace", "histogram",
+             ["evaluator"], self.durations, DURATION_BOUNDS),
+        ]
+
+
+MAX_EXEMPLAR_ID = 128 - len("trace_id")
+SCORE_BOUNDS = (*SCORE_BUCKETS, math.inf)
+DURATION_BOUNDS = (*DURATION_BUCKETS, math.inf)
+
+
+def _observe(series_of: dict[tuple[str, ...], _Series], key: tuple[str, ...], bounds: tuple[float, ...], value: float,
+             now: float, exemplar: dict[str, str] | None) -> None:
+    """prometheus-client's ``Histogram.observe``: the first bucket whose bound is >= value (none for NaN)."""
+    series = series_of.get(key)
+    if series is None:
+        series = series_of[key] = _Series(len(bounds), now)
+    series.sum += value
+    i = bisect_left(bounds, value)
+    if i < len(bounds) and value <= bounds[i]:
+        series.buckets[i] += 1.0
+        if exemplar is not None:
+            series.exemplars[i] = Exemplar(exemplar, value, now)
+
+
 class PrometheusSink:
     name = "prometheus"
 
     def __init__(self, registry: CollectorRegistry, stats: PipelineStats, run_labels: RunLabels) -> None:
         self.registry = registry
         self.run_labels = run_labels
-        self.score = Histogram(
-            "agent_eval_score", "Evaluation scores in [0, 1] (exemplar: trace_id)",
-            ["evaluator", "agent", "service"], buckets=SCORE_BUCKETS, registry=registry,
-        )
-        self.results = Counter(
-            "agent_eval_results",
-            "Evaluation results by outcome (pass, fail, skipped, error) and, for skipped and error, reason",
-            ["evaluator", "agent", "service", "outcome", "reason"], registry=registry,
-        )
-        self.duration = Histogram(
-            "agent_eval_evaluation_duration_seconds", "Time one evaluator took on one agent trace",
-            ["evaluator"], buckets=DURATION_BUCKETS, registry=registry,
-        )
+        self.metrics = ResultMetrics()
+        registry.register(self.metrics)
         registry.register(PipelineCollector(stats))
-        self._children: dict[tuple[Any, ...], Any] = {}
-        """Labelled children by (metric, label values): ``labels()`` validates and locks on every call. As
-        bounded as the metrics' own children (capped agent and service labels, fixed evaluators and reasons)."""
-
-    def _child(self, metric: Any, *values: str) -> Any:
-        key = (metric, *values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
-        agent, service = self.run_labels(evaluated.trace)
-        exemplar = {"trace_id": evaluated.trace.trace_id}
-        for result in evaluated.results:
-            self._child(self.results, result.evaluator, agent, service, result.label, result.reason or "").inc()
-            if result.score is not None:
-                self._child(self.score, result.evaluator, agent, service).observe(result.score, exemplar=exemplar)
-        for evaluator, seconds in evaluated.durations.items():
-            self._child(self.duration, evaluator).observe(seconds)
+        self.metrics.add(evaluated, *self.run_labels(evaluated.trace))
 
 
 class PipelineCollector(Collector):
