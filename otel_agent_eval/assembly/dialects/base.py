@@ -27,12 +27,17 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str
 
 
 def _c_canonical(value: Any) -> str:
-    """``_CANONICAL.encode`` without its Python wrappers (as costly as encoding small arguments); a fresh encoder."""
-    encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-    return "".join(encoder({}, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)(value, 0))
+    """``_CANONICAL.encode`` without its Python wrappers (as costly as encoding small arguments)."""
+    return "".join(_C_ENCODER(value, 0))
 
 
 try:  # this interpreter's C encoder takes 3.10-3.13's arguments: checked once against ``_CANONICAL``
+    # One encoder for every call: without a markers dict (``check_circular=False``) it keeps no state
+    # between calls, so threads may share it; a circular value ends in RecursionError, answered as the
+    # ValueError of the circular check was (``canonical_json``: its repr).
+    _C_ENCODER = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True
+    )
     _C_CANONICAL = _c_canonical(_SAMPLE := {"b": [1, 2.5, None], "a": "\u00e9\n"}) == _CANONICAL.encode(_SAMPLE)
 except (AttributeError, TypeError, ValueError):
     _C_CANONICAL = False
