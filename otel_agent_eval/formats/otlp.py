@@ -21,8 +21,6 @@ from . import otlp_json
 from ..metadata import resource_metadata
 from .otlp_json import OTLPDecodeError
 from ..records import (
-    STATUS_ERROR,
-    STATUS_OK,
     STATUS_UNSET,
     LogRecordData,
     SpanRecord,
