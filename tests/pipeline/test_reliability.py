@@ -346,7 +346,10 @@ def test_sigterm_during_evaluation_drains_or_counts_every_buffered_trace(tmp_pat
     assert counters["errors"] == 0
     assert counters["agent_traces"] == n
     assert counters["evaluated"] >= 1
-    assert counters["completed"] == {"shutdown": n}  # the drain completed every buffered trace
+    # every trace completed: by its root (settled before the signal; how many depends on how fast the app
+    # ran on a loaded machine) or by the drain, which completes whatever is still buffered
+    assert sum(counters["completed"].values()) == n, counters
+    assert set(counters["completed"]) <= {"root_ended", "shutdown"}, counters
     # every agent run: evaluated before exit, or dropped with reason shutdown (a held one included)
     assert counters["evaluated"] + counters["dropped"].get("shutdown", 0) == n, counters
 
