@@ -25,6 +25,7 @@ from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from ..model import EvaluatedTrace
+from ..pipeline.core import at_fork_in_child
 from ..pipeline.stats import PipelineStats, RunLabels
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -54,6 +55,12 @@ class ResultMetrics(Collector):
     """
 
     def __init__(self) -> None:
+        self._init_state()
+        at_fork_in_child(self._init_state)
+
+    def _init_state(self) -> None:
+        """Also in a forked child: a lock a parent thread held at fork would stay held there for ever, so the
+        child starts with a fresh lock and its own counts, as its ``PipelineStats`` do."""
         self._lock = threading.Lock()
         self.results: dict[tuple[str, ...], _Series] = {}
         self.scores: dict[tuple[str, ...], _Series] = {}
