@@ -64,8 +64,9 @@ class _RefusalCounter:
       ``RESOURCE_EXHAUSTED`` from gRPC's core, and the handler is never called. Each RPC gets its
       own handler here, and one let go without having been called ended without its request
       message: counted as ``too_large``, like OTLP/HTTP's 413. A client that gives up before its
-      message has arrived (deadline, cancel) looks the same to the server and is counted there
-      too; the OTLP exporters send the message with the call, so that is rare.
+      message has arrived (deadline, cancel), or an RPC cut off mid-message by shutdown, looks the
+      same to the server and is counted there too; the OTLP exporters send the message with the
+      call, so that is rare.
     """
 
     def __init__(self, app: EvalServer) -> None:
@@ -97,7 +98,7 @@ class _RefusalCounter:
             if not called[0]:
                 app.count("grpc", signal_name, "too_large")
 
-        weakref.finalize(unary_unary, released)
+        weakref.finalize(unary_unary, released).atexit = False  # an RPC still held at exit is not a refusal
         return handler._replace(unary_unary=unary_unary)
 
 
