@@ -8,6 +8,7 @@ files gRPC re-reads when they change (``server_security.grpc_server_credentials`
 
 from __future__ import annotations
 
+import weakref
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
@@ -52,13 +53,20 @@ def _abort(context: Any, outcome: Outcome) -> None:
 
 
 class _RefusalCounter:
-    """Counts the RPCs gRPC refuses itself over ``maximum_concurrent_rpcs`` (``RESOURCE_EXHAUSTED``), as ``rpc_limit``.
+    """Counts the RPCs gRPC refuses itself, which no handler of ours would see.
 
-    gRPC answers them without calling any handler, so nothing of ours would see them. It
-    decides under its server lock from its count of active RPCs, then asks the interceptors
-    for the handler, still under that lock: reading the same two figures here gives the same
-    answer. They are gRPC's private state, read defensively (never raising: a gRPC without
-    them just leaves these refusals uncounted).
+    - Over ``maximum_concurrent_rpcs``: ``RESOURCE_EXHAUSTED``, counted as ``rpc_limit``. gRPC
+      decides under its server lock from its count of active RPCs, then asks the interceptors for
+      the handler, still under that lock: reading the same two figures here gives the same answer.
+      They are gRPC's private state, read defensively (never raising: a gRPC without them just
+      leaves these refusals uncounted).
+    - A request message over ``max_request_bytes`` (``grpc.max_receive_message_length``):
+      ``RESOURCE_EXHAUSTED`` from gRPC's core, and the handler is never called. Each RPC gets its
+      own handler here, and one let go without having been called ended without its request
+      message: counted as ``too_large``, like OTLP/HTTP's 413. A client that gives up before its
+      message has arrived (deadline, cancel), or an RPC cut off mid-message by shutdown, looks the
+      same to the server and is counted there too; the OTLP exporters send the message with the
+      call, so that is rare.
     """
 
     def __init__(self, app: EvalServer) -> None:
@@ -67,11 +75,31 @@ class _RefusalCounter:
 
     def intercept_service(self, continuation: Any, details: Any) -> Any:
         handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        signal_name = "traces" if "TraceService" in details.method else "logs"
         state = getattr(self.server, "_state", None)
         cap = getattr(state, "maximum_concurrent_rpcs", None)
-        if handler is not None and cap is not None and getattr(state, "active_rpc_count", 0) >= cap:
-            self.app.count("grpc", "traces" if "TraceService" in details.method else "logs", "rpc_limit")
-        return handler
+        if cap is not None and getattr(state, "active_rpc_count", 0) >= cap:
+            self.app.count("grpc", signal_name, "rpc_limit")
+            return handler
+        return self._watched(handler, signal_name) if hasattr(handler, "_replace") else handler
+
+    def _watched(self, handler: Any, signal_name: str) -> Any:
+        """``handler`` for one RPC, counting ``too_large`` if it is let go uncalled (see the class)."""
+        behavior = handler.unary_unary
+        called = [False]
+
+        def unary_unary(request: bytes, context: Any) -> bytes:
+            called[0] = True
+            return behavior(request, context)
+
+        def released(app: EvalServer = self.app) -> None:
+            if not called[0]:
+                app.count("grpc", signal_name, "too_large")
+
+        weakref.finalize(unary_unary, released).atexit = False  # an RPC still held at exit is not a refusal
+        return handler._replace(unary_unary=unary_unary)
 
 
 def grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:

@@ -118,28 +118,34 @@ def key_value(key: str, value: Any) -> bytes:
     return _key(key) + _field(b"\x12", any_value(value))
 
 
-_FIELDS: dict[tuple[bytes, str, type, Any], bytes] = {}
+_FIELDS: dict[bytes, dict[tuple[Any, ...], bytes]] = {}
+"""Whole attribute fields kept encoded, per tag: (key, value) for a string, (key, type, value) for the other scalars
+(``1 == 1.0 == True``: the type tells them apart)."""
 MAX_CACHED_FIELDS = 4096
-"""Whole attribute fields kept encoded: most values recur (names, labels, scores, counts, explanations);
-emptied when full, so values seen once (result ids, span ids) cannot crowd out the rest for long."""
+"""Fields kept per tag: most values recur (names, labels, scores, counts, explanations); a tag's cache is emptied
+when full, so values seen once (result ids, span ids) cannot crowd out the rest for long."""
 MAX_CACHED_TEXT = 256
-_SCALARS = frozenset((str, float, bool, int))
 
 
 def attributes(tag: bytes, values: Mapping[str, Any]) -> bytes:
     """Repeated ``KeyValue`` fields under ``tag``; a value the SDK could not encode is left out, as it does.
 
-    This loop is most of the sink's cost: a field seen before is one look-up (the value's type is
-    part of the key: ``1 == 1.0 == True``), else ``key_value`` is spelled out for the common types.
+    This loop is most of the sink's cost: a field seen before is one look-up, else ``key_value`` is
+    spelled out for the common types.
     """
     out = []
     small = _SMALL
-    fields = _FIELDS
+    fields = _FIELDS.get(tag)
+    if fields is None:
+        fields = _FIELDS[tag] = {}
     for key, value in values.items():
         kind = type(value)
-        cached = ((tag, key, kind, value) if kind in _SCALARS and (kind is not str or len(value) <= MAX_CACHED_TEXT)
-                  and (kind is not float or value)  # 0.0 == -0.0 (one key), but their bytes differ
-                  else None)
+        if kind is str:
+            cached: tuple[Any, ...] | None = (key, value) if len(value) <= MAX_CACHED_TEXT else None
+        elif kind is int or kind is bool or (kind is float and value):  # 0.0 == -0.0 (one key), but their bytes differ
+            cached = (key, kind, value)
+        else:
+            cached = None
         if cached is not None:
             field = fields.get(cached)
             if field is not None:
@@ -317,11 +323,11 @@ class ResultQueue:
         self._thread.start()
 
     def put(self, items: list[bytes]) -> None:
-        admitted = [item for item in items if self._tally.admit(self.signal, self._max_queued)]
+        admitted = self._tally.admit_many(self.signal, len(items), self._max_queued)
         if not admitted:
             return
         with self._wake:
-            self._items.extend(admitted)
+            self._items.extend(items[:admitted] if admitted < len(items) else items)
             if len(self._items) >= self._batch:
                 self._wake.notify_all()
 

@@ -73,14 +73,18 @@ class ExportTally:
 
     def admit(self, signal: str, max_queued: int) -> bool:
         """Count one emitted item; True if it fits: fewer than ``max_queued`` queued or being exported."""
+        return self.admit_many(signal, 1, max_queued) == 1
+
+    def admit_many(self, signal: str, count: int, max_queued: int) -> int:
+        """``admit`` for ``count`` items in one go (one lock): how many fit, the first ones; the rest are dropped."""
         with self._lock:
             in_flight = self.emitted[signal] - self.exported[signal] - self.failed[signal] - self.dropped[signal]
-            self.emitted[signal] += 1
-            if in_flight < max_queued and not self.closed:
-                return True
-            self.dropped[signal] += 1
-        self.on_failure(1)
-        return False
+            fit = 0 if self.closed else max(0, min(count, max_queued - in_flight))
+            self.emitted[signal] += count
+            self.dropped[signal] += count - fit
+        if fit < count:
+            self.on_failure(count - fit)
+        return fit
 
     def not_exported(self) -> dict[str, int]:
         """Per signal: emitted but never confirmed by the endpoint (failed, dropped by a full queue, or left at shutdown)."""

@@ -210,3 +210,55 @@ def test_rpcs_grpc_refuses_over_its_concurrency_cap_are_counted() -> None:
     assert refused == 8 - 4 and codes.count(grpc.StatusCode.OK) == 4, codes
     counted = {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
     assert counted == {"ok": 4, "rpc_limit": refused}, counted
+
+
+def test_grpc_messages_over_the_limit_are_counted_as_too_large() -> None:
+    """gRPC's core refuses a message over ``max_request_bytes`` (``RESOURCE_EXHAUSTED``) before any handler
+    runs; the server counts each such RPC as ``too_large``, as OTLP/HTTP counts its 413s. With the real gRPC
+    exporter: the batch that fits is counted ``ok`` and nothing else, the one that does not is counted once per
+    attempt (the exporter retries ``RESOURCE_EXHAUSTED`` until its timeout)."""
+    import grpc
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+            pass
+    small = list(spans.get_finished_spans())
+    spans.clear()
+    with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat", "payload": "x" * 2 * LIMIT}):
+        pass
+    large = list(spans.get_finished_spans())
+
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=None, grpc_port=0, admin_port=None,
+                                                            max_request_bytes=LIMIT))
+    server.start()
+
+    def counted() -> dict[str, int]:
+        return {k[2]: v for k, v in server.server_stats.requests.snapshot().items()}
+
+    try:
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{server.ports['grpc']}", insecure=True, timeout=2)
+        assert exporter.export(small) == SpanExportResult.SUCCESS
+        wait_for(lambda: counted() == {"ok": 1}, 10, "the batch that fits counted ok")
+        assert exporter.export(large) == SpanExportResult.FAILURE
+        exporter.shutdown()
+        wait_for(lambda: counted().get("too_large", 0) >= 1, 10, "the batch over the limit counted")
+        attempts = counted()["too_large"]
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.ports['grpc']}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as refused:
+            export(b"\x0a" + b"\xff" * 4 + b"x" * LIMIT, timeout=10)  # one raw RPC over the limit: counted exactly once
+        channel.close()
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        wait_for(lambda: counted().get("too_large", 0) == attempts + 1, 10, "the raw RPC counted")
+        time.sleep(0.2)
+        assert counted() == {"ok": 1, "too_large": attempts + 1}, counted()
+    finally:
+        server.stop(drain_seconds=1)

@@ -87,3 +87,38 @@ def test_any_details_fit_any_limit_as_valid_json(details: dict[str, Any], limit:
         assert text == dumps(details)
     elif parsed:
         assert parsed[SHORTENED_KEY]["original_chars"] == len(dumps(details))
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque \u00e9"
+
+
+any_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40) | st.builds(_Opaque)
+    | st.tuples(st.integers()),
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=8), children, max_size=6)
+    | st.dictionaries(st.integers(), children, max_size=3),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(any_values)
+def test_dumps_writes_what_json_dumps_writes(value: Any) -> None:
+    """``dumps`` calls the C encoder itself: the text is ``json.dumps``'s for any value (NaN, non-JSON objects,
+    int keys, non-ASCII text included)."""
+    assert dumps(value) == json.dumps(value, default=str, sort_keys=True)
+
+
+def test_dumps_still_refuses_a_circular_value_and_is_not_left_confused_by_it() -> None:
+    circular: dict[str, Any] = {"a": 1}
+    circular["self"] = circular
+    try:
+        dumps(circular)
+    except ValueError as exc:
+        assert "Circular" in str(exc)
+    else:
+        raise AssertionError("a circular value was encoded")
+    shared = {"x": 1}
+    assert dumps({"a": shared, "b": shared}) == '{"a": {"x": 1}, "b": {"x": 1}}'  # seen twice, not a cycle

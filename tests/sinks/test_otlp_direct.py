@@ -207,3 +207,22 @@ def test_exporters_without_the_seam_are_detected() -> None:
 
     assert http_sender(WithoutClient, {"endpoint": "http://127.0.0.1:9/v1/traces"}) is None
     assert grpc_sender(object, trace_service_pb2.ExportTraceServiceRequest, {}) is None
+
+
+def test_admitting_a_run_s_items_at_once_counts_what_admitting_them_one_by_one_counts() -> None:
+    """``ResultQueue.put`` admits a run's records under one lock: the same items fit, the same are dropped and
+    reported as failures, whatever the queue already holds, before and after the tally is closed."""
+    for queued in range(0, 7):
+        for count in range(0, 6):
+            for closed in (False, True):
+                failures: dict[str, list[int]] = {"one": [], "many": []}
+                one, many = ExportTally(failures["one"].append), ExportTally(failures["many"].append)
+                for tally in (one, many):
+                    for _ in range(queued):
+                        tally.admit("log_records", 5)
+                    if closed:
+                        tally.close()
+                fit = sum(one.admit("log_records", 5) for _ in range(count))
+                assert many.admit_many("log_records", count, 5) == fit
+                assert (one.emitted, one.dropped) == (many.emitted, many.dropped)
+                assert sum(failures["one"]) == sum(failures["many"])
