@@ -81,6 +81,7 @@ INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
 _CONTENT = frozenset(CONTENT_KEYS)
+_OBJECT_OR_LIST = ("{", "[")
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model")
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system")
 
@@ -209,7 +210,10 @@ def _extract_tool(record: SpanRecord, op: Operation) -> None:
     if op.tool_result is None:
         result = get("gen_ai.tool.call.result")
         if result is not None and result != "" and result != NOT_SPECIFIED:
-            result = maybe_json(result, "gen_ai.tool.call.result", issues)
+            if type(result) is str and result[:1] in _OBJECT_OR_LIST:  # ``maybe_json``'s test, met at once
+                result = parse_json_value(result, "gen_ai.tool.call.result", issues)
+            else:
+                result = maybe_json(result, "gen_ai.tool.call.result", issues)
             op.tool_result = (
                 unwrap_tool_payload(result) if type(result) is dict and not WRAPPER_KEYS.isdisjoint(result) else result
             )
