@@ -115,7 +115,7 @@ def assemble(spans: Iterable[Any]) -> list[AgentTrace]:
     by_trace: dict[int, dict[int, SpanRecord]] = defaultdict(dict)
     duplicates: dict[int, int] = {}
     for span in spans:
-        record = as_record(span)
+        record = span if type(span) is SpanRecord else as_record(span)  # records, usually: no call
         records = by_trace[record.trace_id]
         first = records.get(record.span_id)
         if first is not None:

@@ -12,12 +12,16 @@ which keep the caches true.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..records import OWN_SCOPE, SpanRecord
 from .dialects import RULES, detected, read_operation
 from .dialects.base import AGENT, Operation
 
 HINT_FIELDS = tuple(dict.fromkeys(rule.hint for rule in RULES if rule.hint != AGENT))
 """The ``Operation`` fields some rule is triggered by."""
+_HINT_VALUES = attrgetter(*HINT_FIELDS, *HINT_FIELDS[:1])
+"""Those fields' values, as a tuple (the first field twice: ``attrgetter`` of one name is no tuple)."""
 
 
 class TraceIndex:
@@ -57,9 +61,10 @@ class TraceIndex:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index]
         if kind == AGENT:
             self.hints.add(AGENT)
-        for name in HINT_FIELDS:
-            if getattr(op, name):
-                self.hints.add(name)
+        if any(_HINT_VALUES(op)):  # most operations set none: one C call, not a ``getattr`` per field
+            for name in HINT_FIELDS:
+                if getattr(op, name):
+                    self.hints.add(name)
         if self._placed:
             self._placed.clear()
 

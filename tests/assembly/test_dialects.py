@@ -486,6 +486,59 @@ def test_langgraph_control_flow_exceptions_are_no_errors() -> None:
     assert read_operation(failed("ValueError")).error == "Command(graph='__parent__', ...)"
 
 
+def test_tool_errors_by_event_combination() -> None:
+    # An ERROR span is no failure only when every exception event it carries is control flow (else, with
+    # none, its ``error.type`` is); an OK span's first exception event is its error; other events say nothing.
+    def exception(kind: Any, message: str | None = "m") -> SpanEvent:
+        return SpanEvent(name="exception", time_unix_nano=1, attributes={"exception.type": kind, "exception.message": message})
+
+    other = SpanEvent(name="log", time_unix_nano=1, attributes={"exception.type": "ValueError"})
+    parent, interrupt = exception("langgraph.errors.ParentCommand"), exception("GraphInterrupt")
+    cases = [
+        # status, events, error.type (absent: ...), expected error
+        (STATUS_ERROR, (parent,), ..., None),
+        (STATUS_ERROR, (parent, interrupt), ..., None),
+        (STATUS_ERROR, (parent, exception("ValueError")), ..., "boom"),
+        (STATUS_ERROR, (exception("ValueError"), parent), ..., "boom"),
+        (STATUS_ERROR, (other,), "ParentCommand", None),
+        (STATUS_ERROR, (other,), "x.ParentCommand.y", "boom"),
+        (STATUS_ERROR, (), None, "boom"),
+        (STATUS_ERROR, (parent,), "ValueError", None),
+        (STATUS_ERROR, (exception("ValueError"),), "ParentCommand", "boom"),
+        ("OK", (other, exception("ValueError", "no answer")), ..., "ValueError: no answer"),
+        ("OK", (exception(None, None), exception("KeyError", None)), ..., "KeyError"),
+        ("OK", (parent,), ..., None),
+        ("OK", (other,), ..., None),
+    ]
+    for status, events, error_type, expected in cases:
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+        if error_type is not ...:
+            attributes["error.type"] = error_type
+        record = dataclasses.replace(
+            span(1, "execute_tool t", 0, 1, None, attributes=attributes), status_code=status,
+            status_message="boom" if status == STATUS_ERROR else None, events=events,
+        )
+        assert read_operation(record).error == expected, (status, events, error_type)
+
+
+def test_a_failed_tool_span_reads_its_content_and_no_stack_trace() -> None:
+    # Content in a details event is read beside an exception event; the stack trace is never looked at.
+    stack = _Reads()
+    stack.update({"exception.type": "TimeoutError", "exception.message": "late", "exception.stacktrace": "Traceback ..."})
+    details = SpanEvent(name="gen_ai.client.inference.operation.details", time_unix_nano=1, attributes={
+        "gen_ai.output.messages": json.dumps([{"role": "tool", "parts": [
+            {"type": "tool_call_response", "id": "c1", "response": "partial"}]}])})
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.id": "c1"}
+    for events in ((SpanEvent(name="exception", time_unix_nano=1, attributes=stack), details),
+                   (SpanEvent(name="exception", time_unix_nano=1, attributes=stack),)):
+        record = dataclasses.replace(span(1, "execute_tool t", 0, 1, None, attributes=attributes),
+                                     status_code=STATUS_ERROR, events=events)
+        op = read_operation(record)
+        assert op.error == "TimeoutError: late"
+        assert op.tool_result == ("partial" if len(events) == 2 else None)
+        assert "exception.stacktrace" not in stack.read
+
+
 class _Reads(dict):
     """Attributes that remember every key looked up."""
 

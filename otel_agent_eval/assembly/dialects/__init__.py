@@ -39,6 +39,7 @@ that set of dialects: its hooks looked up once, one call each when the set has o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from ...records import STATUS_ERROR, SpanRecord
@@ -85,6 +86,8 @@ _SCOPES = tuple(p for d in DIALECTS for p in getattr(d, "DETECT_SCOPES", ()))
 _NAMES = tuple(p for d in DIALECTS for p in getattr(d, "DETECT_NAMES", ()))
 _EVENTS = frozenset(e for d in DIALECTS for e in getattr(d, "DETECT_EVENTS", ()))
 _ORDER = {dialect: position for position, dialect in enumerate(DIALECTS)}
+_EVENT_NAME = attrgetter("name")
+"""A span event's name, as a C call (a generator over the events was a frame per span with events)."""
 
 
 class Reading:
@@ -172,7 +175,7 @@ def _other_signals(record: SpanRecord) -> bool:
     return bool(
         (record.scope_name and record.scope_name.startswith(_SCOPES))
         or record.name.startswith(_NAMES)
-        or (record.events and not _EVENTS.isdisjoint(e.name for e in record.events))
+        or (record.events and not _EVENTS.isdisjoint(map(_EVENT_NAME, record.events)))
     )
 
 
@@ -208,7 +211,7 @@ def read_operation(record: SpanRecord) -> Operation | None:
     if (
         record.name.startswith(_NAMES)
         or (record.scope_name and record.scope_name.startswith(_SCOPES))
-        or (record.events and not _EVENTS.isdisjoint(e.name for e in record.events))
+        or (record.events and not _EVENTS.isdisjoint(map(_EVENT_NAME, record.events)))
     ):  # ``_other_signals``, inlined
         reading = _reading_of(_found(record, plan))
     elif plan.ask is not None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...records import SpanRecord, clean
+from ...records import STATUS_ERROR, SpanRecord, clean
 
 AGENT = "agent"
 LLM = "llm"
@@ -427,8 +427,9 @@ def span_name_subject(name: str, *prefixes: str) -> str | None:
     return None
 
 
-_WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
-"""Every wrapper ``unwrap_tool_payload`` strips has one of these keys."""
+WRAPPER_KEYS = frozenset(("args", "kwargs", "input_str", "inputs", "output", "lc", "type"))
+"""Every wrapper ``unwrap_tool_payload`` strips has one of these keys: a dict with none of them is
+returned as it is (a hot reader may test this before calling it)."""
 _DECORATOR = frozenset(("args", "kwargs"))
 _CALLBACK_INPUT = frozenset(("input_str", "inputs", "tags", "metadata", "kwargs"))
 _CALLBACK_OUTPUT = frozenset(("output", "kwargs"))
@@ -444,7 +445,7 @@ def unwrap_tool_payload(value: Any) -> Any:
     serialized LangChain ``ToolMessage`` (``{"lc": 1, ..., "kwargs": {"content"}}``).
     ``value`` is plain already (as ``parse_json_value`` and ``maybe_json`` return it).
     """
-    if not isinstance(value, dict) or _WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
+    if not isinstance(value, dict) or WRAPPER_KEYS.isdisjoint(value):  # the common case: no wrapper
         return value
     keys = value.keys()
     if keys and keys <= _DECORATOR and isinstance(value.get("args", []), list):
@@ -496,16 +497,28 @@ input. Raised to steer the graph, not failures; OpenLLMetry still ends their spa
 
 
 def _control_flow(record: SpanRecord) -> bool:
-    """Did the span end ERROR only because a ``CONTROL_FLOW_ERRORS`` exception went through it?"""
-    kinds = [str(e.attributes.get("exception.type", "")) for e in record.events if e.name == "exception"]
-    if not kinds and "error.type" in record.attributes:
-        kinds = [str(record.attributes["error.type"])]
-    return bool(kinds) and all(kind.rsplit(".", 1)[-1] in CONTROL_FLOW_ERRORS for kind in kinds)
+    """Did the span end ERROR only because a ``CONTROL_FLOW_ERRORS`` exception went through it? Every
+    exception event's type must be one (the first that is not answers), else, with no exception
+    event, ``error.type``. Only the types are read: not the message, nor the stack trace."""
+    raised = False
+    for event in record.events:
+        if event.name == "exception":
+            kind = str(event.attributes.get("exception.type", ""))
+            if kind[kind.rfind(".") + 1:] not in CONTROL_FLOW_ERRORS:  # ``rsplit(".", 1)[-1]``
+                return False
+            raised = True
+    if raised:
+        return True
+    kind = record.attributes.get("error.type")
+    if kind is None and "error.type" not in record.attributes:
+        return False
+    kind = str(kind)
+    return kind[kind.rfind(".") + 1:] in CONTROL_FLOW_ERRORS
 
 
 def span_error(record: SpanRecord) -> str | None:
     """The error a span reports: status message, exception event, or ``error.type``."""
-    if not record.is_error or _control_flow(record):
+    if record.status_code != STATUS_ERROR or _control_flow(record):  # ``is_error``, inlined
         return None
     if record.status_message:
         return record.status_message
@@ -530,7 +543,7 @@ def _exception(record: SpanRecord) -> str | None:
 def tool_error(record: SpanRecord) -> str | None:
     """A tool span's error: its ERROR status, else an exception event (a tool that raised, on a span
     some instrumentations still end OK, often with the error text as its result), control flow aside."""
-    if record.is_error:
+    if record.status_code == STATUS_ERROR:
         return span_error(record)
     if not record.events or _control_flow(record):
         return None

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from ...records import STATUS_ERROR, SpanRecord
@@ -20,6 +21,7 @@ from .base import (
     WORKFLOW,
     Message,
     NOT_SPECIFIED,
+    WRAPPER_KEYS,
     Operation,
     RequestedCall,
     as_str,
@@ -60,6 +62,7 @@ OPERATION_KINDS = {
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 """Carries the span's content as event attributes (Strands latest mode, event-only content joined to a span)."""
+_EVENT_NAME = attrgetter("name")
 
 STRANDS = "strands-agents"
 SWARM_CONTEXT, SWARM_TASK = "Context:\n", "User Request: "
@@ -78,6 +81,7 @@ INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.definitions")
 _CONTENT = frozenset(CONTENT_KEYS)
+_OBJECT_OR_LIST = ("{", "[")
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model")
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system")
 
@@ -150,7 +154,11 @@ def extract(record: SpanRecord, op: Operation) -> None:
         _extract_tool(record, op)
         return
     if kind == LLM and op.usage is None:
-        op.usage = usage_from(attrs, INPUT_TOKENS, OUTPUT_TOKENS)
+        input_tokens, output_tokens = get("gen_ai.usage.input_tokens"), get("gen_ai.usage.output_tokens")
+        if type(input_tokens) is int and type(output_tokens) is int:  # the usual counts: ``usage_from``'s answer
+            op.usage = (input_tokens or 0, output_tokens or 0)
+        else:
+            op.usage = usage_from(attrs, INPUT_TOKENS, OUTPUT_TOKENS)
     _extract_content(record, op)
 
 
@@ -158,7 +166,7 @@ def _extract_content(record: SpanRecord, op: Operation) -> None:
     """Messages and tool definitions: on the span, else on a details event."""
     found = content(record) if record.events else record.attributes  # the same look-ups, without copying
     issues = op.issues
-    if "gen_ai.input.messages" in found and not op.input_known:
+    if "gen_ai.input.messages" in found and op._pending_input is None and op._input_messages is None:  # not ``input_known``
         raw = found["gen_ai.input.messages"]
         if op.kind == LLM:  # system prompt + history on every model call: parsed when assembly needs it
             op.defer_input_messages(lambda issues: parse_messages(raw, "gen_ai.input.messages", issues))
@@ -174,7 +182,10 @@ def _extract_content(record: SpanRecord, op: Operation) -> None:
 
 def _extract_tool(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
-    if record.events or not _CONTENT.isdisjoint(attrs):  # else the usual tool span: no messages
+    events = record.events
+    # Messages on a tool span are rare: content keys, or a details event. Any other event (a failed
+    # tool's ``exception``) holds none, and its stack trace is not looked at here.
+    if not _CONTENT.isdisjoint(attrs) or (events and DETAILS_EVENT in map(_EVENT_NAME, events)):
         _extract_content(record, op)
     get = attrs.get
     issues = op.issues
@@ -190,15 +201,25 @@ def _extract_tool(record: SpanRecord, op: Operation) -> None:
         arguments = get("gen_ai.tool.call.arguments")
         if arguments is not None and arguments != "" and arguments != NOT_SPECIFIED:  # ``present``, inlined
             arguments = parse_json_value(arguments, "gen_ai.tool.call.arguments", issues)
-            op.tool_arguments = unwrap_tool_payload(arguments)
+            # ``unwrap_tool_payload``'s own first test, before calling it: most arguments have no wrapper
+            # (parsed values are plain: a dict is exactly a ``dict``)
+            op.tool_arguments = (
+                unwrap_tool_payload(arguments) if type(arguments) is dict and not WRAPPER_KEYS.isdisjoint(arguments)
+                else arguments
+            )
     if op.tool_result is None:
         result = get("gen_ai.tool.call.result")
         if result is not None and result != "" and result != NOT_SPECIFIED:
-            result = maybe_json(result, "gen_ai.tool.call.result", issues)
-            op.tool_result = unwrap_tool_payload(result)
+            if type(result) is str and result[:1] in _OBJECT_OR_LIST:  # ``maybe_json``'s test, met at once
+                result = parse_json_value(result, "gen_ai.tool.call.result", issues)
+            else:
+                result = maybe_json(result, "gen_ai.tool.call.result", issues)
+            op.tool_result = (
+                unwrap_tool_payload(result) if type(result) is dict and not WRAPPER_KEYS.isdisjoint(result) else result
+            )
     # Tool spans that record their content as messages (Strands latest mode): a tool_call
-    # part holds the arguments, a tool_call_response part the result.
-    if op.input_known or op.output_messages:  # else the common case: content in the tool attributes
+    # part holds the arguments, a tool_call_response part the result. (``input_known``, inlined.)
+    if op._pending_input is not None or op._input_messages is not None or op.output_messages:
         _tool_from_messages(op, op.input_messages or [])
     if op.provider == STRANDS and op.tool_result is not None:
         # Strands (latest mode) records the result, in ``gen_ai.tool.call.result`` and in the
