@@ -54,7 +54,7 @@ class TraceIndex:
     def add(self, op: Operation) -> None:
         self.ops[op.span_id] = op
         kind = op.kind
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index]
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index, arg-type]
         if kind == AGENT:
             self.hints.add(AGENT)
         for name in HINT_FIELDS:
@@ -118,10 +118,11 @@ class TraceIndex:
                 top = chain.pop()
                 above = placed[top] = Above(0, NO_KINDS, top)
                 break
-            above = placed.get(parent)  # type: ignore[assignment]
-            if above is not None:
-                if above.walked:
+            placed_parent = placed.get(parent)
+            if placed_parent is not None:
+                if placed_parent.walked:
                     return self._place_by_walk(span_id)
+                above = placed_parent
                 break
             if parent in chain:
                 return self._place_by_walk(span_id)
