@@ -168,7 +168,7 @@ class TraceAssembly(TraceIndex):
             if parent_agent is not None:
                 scope.move_under(scopes[parent_agent.span_id])
             elif scope.key in self.nested_runs and self.top(scope.key).span_id != scope.key:
-                scope.move_under(self.scope_of(scope.agent, scopes))  # the run around it
+                scope.move_under(self.scope_of(scope.agent, scopes))  # type: ignore[arg-type]  # the run around it
         for rule in links:
             rule.link(self, scopes)
 
@@ -190,16 +190,16 @@ class TraceAssembly(TraceIndex):
                 last_parent = parent if above.depth > 0 else None
                 if above is not last:
                     last = above
-                    kinds = above.kinds
-                    agent = kinds.get(AGENT)
+                    above_kinds = above.kinds
+                    agent = above_kinds.get(AGENT)
                     scope = scopes[agent[1].span_id] if agent is not None else self.scope_of(op, scopes)
                     into = {LLM: scope.llms, TOOL: scope.tools, STEP: scope.steps}
                     outers = {}
                     for outer_kind in (LLM, TOOL):
-                        outer = kinds.get(outer_kind)
-                        if outer is not None and not self.stopped(op.span_id, above, outer[0], scope.key):
-                            outers[outer_kind] = outer[1]
-                    nested = STEP in kinds or LLM in kinds
+                        enclosing = above_kinds.get(outer_kind)
+                        if enclosing is not None and not self.stopped(op.span_id, above, enclosing[0], scope.key):
+                            outers[outer_kind] = enclosing[1]
+                    nested = STEP in above_kinds or LLM in above_kinds
             outer = outers.get(kind)
             if outer is None:
                 into[kind].append(op)

@@ -58,7 +58,7 @@ class TraceIndex:
     def add(self, op: Operation) -> None:
         self.ops[op.span_id] = op
         kind = op.kind
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index]
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index, arg-type]
         if kind == AGENT:
             self.hints.add(AGENT)
         if any(_HINT_VALUES(op)):  # most operations set none: one C call, not a ``getattr`` per field
@@ -123,10 +123,11 @@ class TraceIndex:
                 top = chain.pop()
                 above = placed[top] = Above(0, NO_KINDS, top)
                 break
-            above = placed.get(parent)  # type: ignore[assignment]
-            if above is not None:
-                if above.walked:
+            placed_parent = placed.get(parent)
+            if placed_parent is not None:
+                if placed_parent.walked:
                     return self._place_by_walk(span_id)
+                above = placed_parent
                 break
             if parent in chain:
                 return self._place_by_walk(span_id)

@@ -19,15 +19,13 @@ them list them in their ``RULES`` (``TRANSFER_TOOLS``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..records import SpanRecord  # at run time: a compiled (mypyc) dataclass resolves its field types
 from .dialects.base import AGENT, LLM, TOOL, Message, Operation
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering spans of one run by their start times (clocks, and coarse JS timestamps)."""
-
-if TYPE_CHECKING:
-    from ..records import SpanRecord
 
 
 @dataclass(eq=False)

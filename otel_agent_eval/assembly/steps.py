@@ -393,7 +393,7 @@ def fulfil_by_agent(step: AgentStep, child: AgentTrace) -> None:
         if call.requested and not call.executed and call.name == child.agent_name:
             call.executed, call.result, call.span_id = True, child.final_output, child.agent_span_id
             call.start_time_unix_nano, call.end_time_unix_nano = child.start_time_unix_nano, child.end_time_unix_nano
-            step.span_ids.append(child.agent_span_id)
+            step.span_ids.append(child.agent_span_id)  # type: ignore[arg-type]
             return
 
 

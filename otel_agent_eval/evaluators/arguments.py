@@ -40,9 +40,9 @@ def tool_schemas(definitions: Sequence[Any] | str | None) -> dict[str, dict[str,
         if not isinstance(item, dict):
             continue
         spec = item.get("function") if isinstance(item.get("function"), dict) else item
-        name = spec.get("name")
+        name = spec.get("name")  # type: ignore[union-attr]
         if isinstance(name, str):
-            params = spec.get("parameters", spec.get("input_schema", spec.get("inputSchema")))
+            params = spec.get("parameters", spec.get("input_schema", spec.get("inputSchema")))  # type: ignore[union-attr]
             out[name] = params if isinstance(params, dict) else {}
     return out
 

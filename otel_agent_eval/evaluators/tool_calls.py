@@ -11,7 +11,7 @@ from ..assembly.dialects.base import canonical_json
 from ..model import AgentTrace, EvalResult, ToolCall
 from .base import Evaluator
 from .expectations import ExpectedCall, ToolExpectation, first_rule, load_expectations
-from .view import run_view
+from .view import Identity, run_view
 
 _ABOUT_TOOL_CALLS = attrgetter("about_tool_calls")
 _ABOUT_RECOVERY = attrgetter("about_recovery")
@@ -115,7 +115,7 @@ class ToolCallAccuracy(Evaluator):
         self.default_rule: ToolExpectation | None = None
         if expected is not None or forbidden_tools:
             self.default_rule = ToolExpectation(
-                expected_tools=list(expected) if expected is not None else None,
+                expected_tools=list(expected) if expected is not None else None,  # type: ignore[arg-type]
                 require_order=require_order,
                 penalize_unexpected=penalize_unexpected,
                 forbidden_tools=list(forbidden_tools),
@@ -210,6 +210,7 @@ class ToolFailureRecovery(Evaluator):
         # The calls that count: executed ones, and those the framework refused to run (input its
         # schema rejected: no tool span, an error), which failed too. Their identifying arguments:
         # all of them (``view.identities``), or the rule's retry keys.
+        identities: list[Identity | None]  # compiled (mypyc), each item's type is checked as it is read
         if rule.retry_keys:
             retry_keys = rule.retry_keys
             identities = [
@@ -217,7 +218,7 @@ class ToolFailureRecovery(Evaluator):
                 for call, error in zip(calls, errors)
             ]
         else:
-            identities = view.identities
+            identities = view.identities  # type: ignore[assignment]  # list is invariant
         # One pass from the end: what succeeded later, by identity and by name; a call that neither
         # failed nor ran does not count.
         later_ids: set[Any] = set()

@@ -234,7 +234,7 @@ def read_operation(record: SpanRecord) -> Operation | None:
     if kind == OTHER or (reading.ignores is not None and reading.ignores(record)):
         return None
     op = Operation(record, kind)
-    reading.extract(record, op)
+    reading.extract(record, op)  # type: ignore[misc]
     if reading.finish is not None:
         reading.finish(op)
     if kind == TOOL:

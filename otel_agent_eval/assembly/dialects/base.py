@@ -20,7 +20,7 @@ OTHER = "other"
 MAX_JSON_CHARS = 1_000_000
 """Attribute strings longer than this are not parsed as JSON (kept raw, with an issue)."""
 
-_SCAN = json.JSONDecoder().scan_once
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """``raw_decode`` without its Python frame (most attribute values are small); raises ``StopIteration``."""
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 """``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per call."""

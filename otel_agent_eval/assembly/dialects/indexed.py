@@ -39,7 +39,7 @@ class Flattened:
         """The span's keys that are ``{prefix}{index}{infix}{field}``, as ``(key, index, field, nested)``,
         in key order; a key not met before (``KeyError``) sends the span through ``_learn``."""
         try:
-            return list(filter(None, map(self._lookup, attrs)))
+            return list(filter(None, map(self._lookup, attrs)))  # type: ignore[arg-type]
         except KeyError:
             return self._learn(attrs)
 
@@ -67,7 +67,7 @@ class Flattened:
                     splits[key] = split
             if split:
                 picked.append(split)
-        return picked
+        return picked  # type: ignore[return-value]
 
     def _split(self, key: str) -> Pick | bool:
         found = split_key(key, self.prefix, self.infix)

@@ -452,21 +452,21 @@ class AgentTurns(Rule):
         order: list[tuple[int, Scope]] = []
         handoffs: list[Scope] = []
         for turn in turns:
-            name = turn.agent.agent_name
+            name = turn.agent.agent_name  # type: ignore[union-attr]
             if name not in runs:
                 if not runs:
                     if run is not turn:
                         run.agent = turn.agent
                         assembly.absorb(run, [turn], scopes)
-                        run.reruns.remove(turn.agent)
-                    runs[name] = run
+                        run.reruns.remove(turn.agent)  # type: ignore[arg-type]
+                    runs[name] = run  # type: ignore[index]
                 else:
-                    runs[name] = turn
+                    runs[name] = turn  # type: ignore[index]
                     turn.move_under(order[-1][1])
                     handoffs.append(turn)
             else:
                 assembly.absorb(runs[name], [turn], scopes)
-            order.append((turn.root.start_time_unix_nano, runs[name]))
+            order.append((turn.root.start_time_unix_nano, runs[name]))  # type: ignore[index]
         starts = [start for start, _ in order]
         for tool in self._tools_of(assembly, workflow, holder):  # each to the agent whose turn started last before it
             owner = order[max(bisect_right(starts, tool.record.start_time_unix_nano) - 1, 0)][1]
@@ -477,7 +477,7 @@ class AgentTurns(Rule):
         for owner in runs.values():
             owner.tools.sort(key=lambda op: (op.record.start_time_unix_nano, op.span_id))
         for target in handoffs:
-            self._started_by(assembly, target, target.parent)
+            self._started_by(assembly, target, target.parent)  # type: ignore[arg-type]
 
     @staticmethod
     def _tools_of(assembly: Any, workflow: int | None, holder: Scope) -> list[Operation]:

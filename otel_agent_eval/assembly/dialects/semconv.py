@@ -318,7 +318,7 @@ def chat_parts(item: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         function = call.get("function") if isinstance(call.get("function"), dict) else call
         parts.append(
-            {"type": "tool_call", "id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")}
+            {"type": "tool_call", "id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")}  # type: ignore[union-attr]
         )
     return parts
 

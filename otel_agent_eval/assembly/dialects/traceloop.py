@@ -211,7 +211,7 @@ class WorkflowSiblings(Rule):
             start = scope.root.start_time_unix_nano
             for other in roots:
                 tool = next((
-                    t for t in other.tools if t.tool_name == scope.agent.agent_name
+                    t for t in other.tools if t.tool_name == scope.agent.agent_name  # type: ignore[union-attr]
                     and t.record.start_time_unix_nano <= start <= t.record.end_time_unix_nano
                 ), None) if other is not scope and not other.within(scope) else None
                 if tool is not None:
@@ -230,9 +230,9 @@ class WorkflowSiblings(Rule):
             target = next((
                 s for s in roots
                 if s.parent is None and s is not source and s.root.start_time_unix_nano >= after
-                and (named is None or s.agent.agent_name == named)
+                and (named is None or s.agent.agent_name == named)  # type: ignore[union-attr]
             ), None) if source is not None else None
-            if target is not None and not source.within(target):
+            if target is not None and not source.within(target):  # type: ignore[union-attr]
                 target.move_under(source)
 
 
