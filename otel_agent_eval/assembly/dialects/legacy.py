@@ -134,11 +134,7 @@ def _indexed(attrs: Any, issues: list[str], side: str) -> list[Message] | None:
         return None
     get = attrs.get  # ``get(None)``: None, for a field the message does not have
     prefix = reader.prefix
-    messages = [
-        _indexed_message(get(role), get(content), get(call_id), calls and [(j, get(n), get(a), get(c)) for j, n, a, c in calls],
-                         prefix, index, issues)
-        for index, role, content, call_id, calls in layout
-    ]
+    messages = [_indexed_message(get, message, prefix, issues) for message in layout]
     return _pair_tool_results(messages)
 
 
@@ -178,13 +174,14 @@ _SIDES = {side: Flattened(f"gen_ai.{side}.", nested=(("tool_calls.", "."),), com
 """A message's fields, and its ``tool_calls.{j}.{id,name,arguments}`` split along."""
 
 
-def _indexed_message(role: Any, content: Any, tool_call_id: Any, calls: list[tuple[int, Any, Any, Any]] | tuple[()],
-                     prefix: str, index: int, issues: list[str]) -> Message:
-    """Message ``index``: its ``role``, ``content``, ``tool_call_id`` and requested ``calls``
-    (``(j, name, arguments, id)``; see ``_layout``). Its attribute prefix (``gen_ai.completion.0``, for
-    issues) is spelled only where it is used."""
+def _indexed_message(get: Any, layout: MessageLayout, prefix: str, issues: list[str]) -> Message:
+    """The message a ``layout`` (``_layout``) says where to read, read with ``get`` (the span's
+    ``attributes.get``). Its attribute prefix (``gen_ai.completion.0``, for issues) is spelled only where
+    it is used."""
+    index, role, content, tool_call_id, calls = layout
+    role, content = get(role), get(content)
     message = Message(role if type(role) is str and role else str(role or "unknown"))
-    requested = _indexed_calls(calls, prefix, index, issues) if calls else []
+    requested = _indexed_calls(get, calls, prefix, index, issues) if calls else []
     if isinstance(content, str) and '"function"' in content:  # what ``_koog_calls`` looks for, first
         listed = _koog_calls(content, f"{prefix}{index}", issues)
         if listed is not None:  # Koog: the content itself is the list of tool calls
@@ -192,8 +189,9 @@ def _indexed_message(role: Any, content: Any, tool_call_id: Any, calls: list[tup
             content = None
     message.tool_calls = requested
     if content is not None and content != "":
-        if role == "tool" or tool_call_id:
-            message.tool_results.append((as_str(tool_call_id), content))
+        call_id = get(tool_call_id)
+        if role == "tool" or call_id:
+            message.tool_results.append((as_str(call_id), content))
         elif type(content) is str and "[{" not in content:  # plain text: what ``_content_text`` returns
             message.texts.append(content)
         else:
@@ -201,10 +199,12 @@ def _indexed_message(role: Any, content: Any, tool_call_id: Any, calls: list[tup
     return message
 
 
-def _indexed_calls(calls: list[tuple[int, Any, Any, Any]], prefix: str, message: int, issues: list[str]) -> list[RequestedCall]:
-    """A message's requested calls, from their ``(j, name, arguments, id)``."""
+def _indexed_calls(get: Any, calls: tuple[tuple[int, str | None, str | None, str | None], ...], prefix: str, message: int,
+                   issues: list[str]) -> list[RequestedCall]:
+    """A message's requested calls, read with ``get`` from the keys their layout gives (``_layout``)."""
     result = []
     for index, name, arguments, call_id in calls:
+        name, arguments, call_id = get(name), get(arguments), get(call_id)
         if name is None or name == "" or name == NOT_SPECIFIED:  # not ``present``
             issues.append(f"{prefix}{message}.tool_calls.{index}: no name")
             continue
