@@ -81,10 +81,6 @@ for _dialect in DIALECTS:
     for _key in _dialect.DETECT_KEYS:
         _BY_KEY[_key] = (*_BY_KEY.get(_key, ()), _dialect)
 _KEYS = frozenset(_BY_KEY)
-_KEY_SET = set(_BY_KEY)
-"""``_KEYS`` as a set: ``attrs.keys() & _KEY_SET`` looks the detect keys up in a span's dict (the smaller
-side for a span of many keys: a chat span's flattened history) where ``_KEYS.intersection(attrs)`` looks
-every key of the span up in ``_KEYS``."""
 _SCOPES = tuple(p for d in DIALECTS for p in getattr(d, "DETECT_SCOPES", ()))
 _NAMES = tuple(p for d in DIALECTS for p in getattr(d, "DETECT_NAMES", ()))
 _EVENTS = frozenset(e for d in DIALECTS for e in getattr(d, "DETECT_EVENTS", ()))
@@ -195,16 +191,7 @@ def _found(record: SpanRecord, plan: _Plan) -> tuple[Any, ...]:
 
 def detected(record: SpanRecord) -> list[Any]:
     """The dialects a span carries, in ``DIALECTS`` order: only those whose signals it has are asked."""
-    return list(_found(record, _plan(_detect_keys(record.attributes))))
-
-
-def _detect_keys(attrs: Any) -> frozenset[str]:
-    """The span's detect keys, looked up from the smaller side."""
-    return _KEYS.intersection(attrs) if len(attrs) <= _FEW_KEYS else frozenset(attrs.keys() & _KEY_SET)
-
-
-_FEW_KEYS = 2 * len(_KEYS)
-"""Up to this many keys, a span's keys are looked up in ``_KEYS`` (a frozenset made in one step)."""
+    return list(_found(record, _plan(_KEYS.intersection(record.attributes))))
 
 
 def _signals_other(dialect: Any, record: SpanRecord) -> bool:
@@ -217,9 +204,7 @@ def _signals_other(dialect: Any, record: SpanRecord) -> bool:
 
 def read_operation(record: SpanRecord) -> Operation | None:
     """Read a span as a GenAI operation, or None when no dialect recognises it."""
-    attrs = record.attributes  # ``_detect_keys``, inlined
-    keys = _KEYS.intersection(attrs) if len(attrs) <= _FEW_KEYS else frozenset(attrs.keys() & _KEY_SET)
-    plan = _PLANS.get(keys) or _plan(keys)
+    plan = _PLANS.get(keys := _KEYS.intersection(record.attributes)) or _plan(keys)
     if (
         record.name.startswith(_NAMES)
         or (record.scope_name and record.scope_name.startswith(_SCOPES))
