@@ -78,3 +78,63 @@ def test_indexed_tool_calls_read_from_the_nested_split() -> None:
         assert [issue.split(" (")[0] for issue in op.issues] == [
             "gen_ai.completion.0.tool_calls.2: no name", "gen_ai.completion.0.tool_calls.3.arguments: malformed JSON",
         ]
+
+
+def _layouts(picks: list[tuple[str, int, str, object]]) -> tuple[tuple[str, ...], ...]:
+    """A compile function for the tests: each index's keys, sorted (what a layout may depend on)."""
+    by_index: dict[int, list[str]] = {}
+    for key, index, _, _ in picks:
+        by_index.setdefault(index, []).append(key)
+    return tuple(tuple(sorted(by_index[i])) for i in sorted(by_index))
+
+
+def test_a_layout_is_remembered_per_set_of_picked_keys_once_every_key_is_known() -> None:
+    reader = Flattened("p.", compile=_layouts)
+    attrs = {"p.1.f": 1, "q": 2, "p.0.g": 3, "p.0.f": 4}
+    expected = (("p.0.f", "p.0.g"), ("p.1.f",))
+    assert reader.layout(attrs) == expected  # met for the first time: compiled from the picks in key order
+    assert not reader._layouts
+    assert reader.layout({"q": 0, "p.0.f": 0, "p.1.f": 0, "p.0.g": 0}) == expected  # every key known: remembered
+    assert list(reader._layouts.values()) == [expected]
+    assert reader.layout(dict(reversed(attrs.items()))) is reader._layouts[frozenset(("p.0.f", "p.0.g", "p.1.f"))]
+    assert reader.layout({"p.0.f": 1, "q": 2, "r": 3}) == (("p.0.f",),)  # a new key: compiled, not remembered
+    assert reader.layout({"q": 1}) == ()
+
+
+def test_two_spellings_of_one_index_are_never_read_through_a_layout() -> None:
+    """``0`` and ``00`` are the same message: which key's value counts depends on key order, which a
+    set of keys does not keep, so a span with a key spelled so is read from its picks each time."""
+    reader = Flattened("p.", nested=(("c.", "."),), compile=list)
+    for key in ("p.00.f", "p.0.c.01.g"):
+        for _ in range(3):
+            assert reader.layout({"p.0.f": 1, key: 2}) == reader.picks({"p.0.f": 1, key: 2})
+        assert key not in reader._known and not reader._layouts
+
+
+def test_legacy_messages_read_through_a_layout_as_from_their_picks() -> None:
+    """The layout path of the indexed reader (``legacy._indexed``) against the same keys read the first
+    time (picks in key order) and with a key spelled twice (``0``/``00``: never through a layout)."""
+    from otel_agent_eval.assembly.dialects import legacy
+
+    attrs = {
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "text",
+        "gen_ai.completion.0.tool_calls.0.id": "c0",
+        "gen_ai.completion.0.tool_calls.0.name": "search",
+        "gen_ai.completion.0.tool_calls.0.arguments": '{"q": 1}',
+        "gen_ai.completion.1.role": "tool",
+        "gen_ai.completion.1.tool_call_id": "c0",
+        "gen_ai.completion.1.content": "found",
+        "gen_ai.completion.2.function_call.name": "old",
+        "gen_ai.completion.2.function_call.arguments": "{}",
+    }
+    read = [legacy._indexed(dict(attrs), [], "completion") for _ in range(3)]
+    assert read[0] == read[1] == read[2]
+    assert [(m.role, m.texts, [(c.name, c.arguments, c.call_id) for c in m.tool_calls], m.tool_results) for m in read[0]] == [
+        ("assistant", ["text"], [("search", {"q": 1}, "c0")], []),
+        ("tool", [], [], [("c0", "found")]),
+        ("unknown", [], [("old", {}, None)], []),
+    ]
+    twice = {**attrs, "gen_ai.completion.00.role": "user"}
+    assert [m.role for m in legacy._indexed(twice, [], "completion")] == ["user", "tool", "unknown"]
+    assert [m.role for m in legacy._indexed(dict(reversed(twice.items())), [], "completion")] == ["assistant", "tool", "unknown"]

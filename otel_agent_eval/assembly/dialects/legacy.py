@@ -38,7 +38,7 @@ from .base import (
     text_of,
     usage_from,
 )
-from .indexed import Flattened
+from .indexed import Flattened, Pick
 from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
@@ -129,42 +129,59 @@ def extract(record: SpanRecord, op: Operation) -> None:
 def _indexed(attrs: Any, issues: list[str], side: str) -> list[Message] | None:
     """``gen_ai.{side}.{i}.*`` (``side``: prompt or completion) as messages; None when there are none."""
     reader = _SIDES[side]
-    picks = reader.picks(attrs)
-    if not picks:
+    layout = reader.layout(attrs)
+    if not layout:
         return None
-    by_index: dict[int, tuple[dict[str, Any], dict[int, dict[str, Any]]]] = {}
-    last = None
-    for key, index, field, nested in picks:
-        if index != last:  # a message's keys are usually adjacent: its dicts found once per run of them
-            last = index
-            entry = by_index.get(index)
-            if entry is None:
-                entry = by_index[index] = ({}, {})
-            fields, calls = entry
-        if nested is None:
-            fields[field] = attrs[key]
-        else:  # ``tool_calls.{j}.{name}``
-            call = calls.get(nested[1])
-            if call is None:
-                call = calls[nested[1]] = {}
-            call[nested[2]] = attrs[key]
+    get = attrs.get  # ``get(None)``: None, for a field the message does not have
     prefix = reader.prefix
-    messages = [_indexed_message(*by_index[i], prefix, i, issues) for i in sorted(by_index)]
+    messages = [_indexed_message(get, message, prefix, issues) for message in layout]
     return _pair_tool_results(messages)
 
 
-_SIDES = {side: Flattened(f"gen_ai.{side}.", nested=(("tool_calls.", "."),)) for side in ("prompt", "completion")}
+MessageLayout = tuple[int, "str | None", "str | None", "str | None", "tuple[tuple[int, str | None, str | None, str | None], ...]"]
+"""``(index, role key, content key, tool_call_id key, calls)`` of one message (None: no such key), its
+``calls`` as ``(j, name key, arguments key, id key)`` in ``j`` order."""
+
+
+def _layout(picks: list[Pick]) -> tuple[MessageLayout, ...]:
+    """Which keys hold what ``_indexed_message`` reads of each message, in index order: the keys of its
+    plain fields and of its ``tool_calls.{j}.{id,name,arguments}``; the pre-tools ``function_call.*``
+    fields read as one more call. Depends on the keys only (``Flattened.layout`` remembers it); picks of
+    one field in several keys (``0`` and ``00``): the last one read, as its value would be."""
+    by_index: dict[int, tuple[dict[str, str], dict[int, dict[str, str]]]] = {}
+    for key, index, field, nested in picks:
+        entry = by_index.get(index)
+        if entry is None:
+            entry = by_index[index] = ({}, {})
+        if nested is None:
+            entry[0][field] = key
+        else:  # ``tool_calls.{j}.{name}``
+            entry[1].setdefault(nested[1], {})[nested[2]] = key
+    layout = []
+    for index in sorted(by_index):
+        fields, calls = by_index[index]
+        if "function_call.name" in fields:  # pre-tools OpenAI API
+            calls.setdefault(len(calls), {}).update(
+                name=fields["function_call.name"], arguments=fields.get("function_call.arguments")
+            )
+        layout.append((index, fields.get("role"), fields.get("content"), fields.get("tool_call_id"), tuple(
+            (j, call.get("name"), call.get("arguments"), call.get("id")) for j, call in sorted(calls.items())
+        )))
+    return tuple(layout)
+
+
+_SIDES = {side: Flattened(f"gen_ai.{side}.", nested=(("tool_calls.", "."),), compile=_layout) for side in ("prompt", "completion")}
 """A message's fields, and its ``tool_calls.{j}.{id,name,arguments}`` split along."""
 
 
-def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, index: int,
-                     issues: list[str]) -> Message:
-    """Message ``index``: its plain ``fields`` (``role``, ``content``...) and its ``tool_calls.{j}.*`` ones by
-    ``j``. Its attribute prefix (``gen_ai.completion.0``, for issues) is spelled only where it is used."""
-    role = fields.get("role")
+def _indexed_message(get: Any, layout: MessageLayout, prefix: str, issues: list[str]) -> Message:
+    """The message a ``layout`` (``_layout``) says where to read, read with ``get`` (the span's
+    ``attributes.get``). Its attribute prefix (``gen_ai.completion.0``, for issues) is spelled only where
+    it is used."""
+    index, role, content, tool_call_id, calls = layout
+    role, content = get(role), get(content)
     message = Message(role if type(role) is str and role else str(role or "unknown"))
-    content = fields.get("content")
-    requested = _indexed_calls(fields, calls, prefix, index, issues) if calls or "function_call.name" in fields else []
+    requested = _indexed_calls(get, calls, prefix, index, issues) if calls else []
     if isinstance(content, str) and '"function"' in content:  # what ``_koog_calls`` looks for, first
         listed = _koog_calls(content, f"{prefix}{index}", issues)
         if listed is not None:  # Koog: the content itself is the list of tool calls
@@ -172,8 +189,9 @@ def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], p
             content = None
     message.tool_calls = requested
     if content is not None and content != "":
-        if role == "tool" or fields.get("tool_call_id"):
-            message.tool_results.append((as_str(fields.get("tool_call_id")), content))
+        call_id = get(tool_call_id)
+        if role == "tool" or call_id:
+            message.tool_results.append((as_str(call_id), content))
         elif type(content) is str and "[{" not in content:  # plain text: what ``_content_text`` returns
             message.texts.append(content)
         else:
@@ -181,27 +199,19 @@ def _indexed_message(fields: dict[str, Any], calls: dict[int, dict[str, Any]], p
     return message
 
 
-def _indexed_calls(fields: dict[str, Any], calls: dict[int, dict[str, Any]], prefix: str, message: int,
+def _indexed_calls(get: Any, calls: tuple[tuple[int, str | None, str | None, str | None], ...], prefix: str, message: int,
                    issues: list[str]) -> list[RequestedCall]:
-    """A message's tool calls: ``calls`` (its ``tool_calls.{j}.{id,name,arguments}``) and the pre-tools
-    ``function_call.*`` of its ``fields``."""
-    if "function_call.name" in fields:  # pre-tools OpenAI API
-        calls.setdefault(len(calls), {}).update(
-            name=fields["function_call.name"], arguments=fields.get("function_call.arguments")
-        )
+    """A message's requested calls, read with ``get`` from the keys their layout gives (``_layout``)."""
     result = []
-    for index in sorted(calls):
-        call = calls[index]
-        name = call.get("name")
+    for index, name, arguments, call_id in calls:
+        name, arguments, call_id = get(name), get(arguments), get(call_id)
         if name is None or name == "" or name == NOT_SPECIFIED:  # not ``present``
             issues.append(f"{prefix}{message}.tool_calls.{index}: no name")
             continue
-        arguments = call.get("arguments")
         found: list[str] = []
         parsed = parse_json_value(arguments, "", found)
         if found:  # parsed again for the issue: its attribute name is spelled only then
             parsed = parse_json_value(arguments, f"{prefix}{message}.tool_calls.{index}.arguments", issues)
-        call_id = call.get("id")
         result.append(RequestedCall(name if type(name) is str else str(name), parsed,
                                     call_id if call_id is None or type(call_id) is str else str(call_id)))
     return result
