@@ -233,8 +233,14 @@ def _field(node: dict[str, Any], camel: str, snake: str) -> Any:
 
 
 def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = SpanRecord,
-          make_event: Any = SpanEvent) -> SpanRecord:
-    """One span object; errors name the field relative to the span (``spans()`` adds where it is)."""
+          make_event: Any = SpanEvent, trace_ids: dict[str, int] | None = None,
+          parent_ids: dict[str, int] | None = None) -> SpanRecord:
+    """One span object; errors name the field relative to the span (``spans()`` adds where it is).
+
+    ``trace_ids`` / ``parent_ids``: the document's trace and parent ids read so far (hex text ->
+    its integer, 0 where the text is not a valid id of that size): the spans of one trace share
+    its trace id, siblings their parent's, and a look-up costs a sixth of reading the hex again.
+    """
     if type(span) is not dict:
         raise OTLPDecodeError(f": expected a JSON object, got {type(span).__name__}")
     get = span.get
@@ -259,19 +265,32 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
     parent = get("parentSpanId")
     if parent is None:
         parent = get("parent_span_id")
+    if trace_ids is None:
+        trace_ids = {}
+    if parent_ids is None:
+        parent_ids = {}
     try:  # the common case in one go: hex ids, int64 times as decimal strings (proto3 JSON) or numbers
-        trace_raw = bytes.fromhex(get("traceId"))
-        span_raw = bytes.fromhex(get("spanId"))
-        parent_raw = bytes.fromhex(parent) if parent else b""
+        trace_hex = get("traceId")
+        trace_id = trace_ids.get(trace_hex)
+        if trace_id is None:
+            raw = bytes.fromhex(trace_hex)
+            trace_id = trace_ids[trace_hex] = int.from_bytes(raw, "big") if len(raw) == 16 else 0
+        raw = bytes.fromhex(get("spanId"))
+        span_id = int.from_bytes(raw, "big") if len(raw) == 8 else 0
+        if parent:
+            parent_id = parent_ids.get(parent)
+            if parent_id is None:
+                raw = bytes.fromhex(parent)
+                parent_id = parent_ids[parent] = int.from_bytes(raw, "big") if len(raw) == 8 else 0
+        else:
+            parent_id = None
         if type(start) is str:
             start = int(start)
         if type(end) is str:
             end = int(end)
     except (TypeError, ValueError):
-        trace_raw = span_raw = parent_raw = b""
-    trace_id = int.from_bytes(trace_raw, "big") if len(trace_raw) == 16 else 0
-    span_id = int.from_bytes(span_raw, "big") if len(span_raw) == 8 else 0
-    parent_id = int.from_bytes(parent_raw, "big") if len(parent_raw) == 8 else None
+        trace_id = span_id = 0
+        parent_id = None
     if not (trace_id and span_id and (parent_id or not parent)) or type(start) is not int or type(end) is not int:
         # anything unusual goes through the checks that say what is wrong
         start = _int(_field(span, "startTimeUnixNano", "start_time_unix_nano"), ".startTimeUnixNano")
@@ -313,6 +332,8 @@ def spans(doc: Any, where: str, *, clean_text: bool = False) -> list[SpanRecord]
     out: list[SpanRecord] = []
     append = out.append
     doc = _object(doc, where)
+    trace_ids: dict[str, int] = {}
+    parent_ids: dict[str, int] = {}
     r = s = p = -1
     try:
         for r, resource_spans in enumerate(_list(doc, "resourceSpans", "resource_spans", "")):
@@ -328,7 +349,7 @@ def spans(doc: Any, where: str, *, clean_text: bool = False) -> list[SpanRecord]
                 scope = scope_spans.get("scope")
                 scope_name = str(scope.get("name") or "") if scope else ""
                 for p, span in enumerate(_list(scope_spans, "spans", "spans", "")):
-                    append(_span(span, scope_name, resource, make, make_event))
+                    append(_span(span, scope_name, resource, make, make_event, trace_ids, parent_ids))
     except OTLPDecodeError as exc:
         raise OTLPDecodeError(f"{where}: {_location(r, s, p)}{exc}") from None
     return out

@@ -155,3 +155,40 @@ def test_an_unchanged_resource_is_read_once_and_shared() -> None:
     assert decode_traces_json(_resource_doc(versioned))[0].resource["service.version"] == 1
     with pytest.raises(OTLPDecodeError, match="True is not an integer"):
         decode_traces_json(_resource_doc([*service, {"key": "service.version", "value": {"intValue": True}}]))
+
+
+ids = st.sampled_from(["0102030405060708090a0b0c0d0e0f10", "0102030405060708090A0B0C0D0E0F10", "00" * 16, "00" * 8,
+                       "0102 0304 0506 0708 090a 0b0c 0d0e 0f10", "0000000000000009", "00000000000000FF", "0b0b 0b0b 0b0b0b0b",
+                       "0b0b 0b0b 0b0b0b", "zz" * 8, "", 7, None, [1]])
+"""Texts that are a valid trace id, span id, either or neither: any of them in any id field of any span."""
+spans_with_shared_ids = st.builds(
+    lambda *parts: {**BASE, **{k: v for part in parts for k, v in part.items()}},
+    *(st.one_of(st.just({}), st.builds(lambda v, k=key: {k: v}, ids), st.builds(lambda v, k=key: {k: v}, ids))
+      for key in ("traceId", "spanId", "parentSpanId", "parent_span_id")))
+
+
+def _spans_outcome(read: Any) -> Any:
+    try:
+        return ("value", [(record, type(record.parent_span_id)) for record in read()])
+    except OTLPDecodeError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(spans_with_shared_ids, min_size=1, max_size=8), st.booleans())
+def test_ids_read_once_per_document_are_read_as_each_span_alone_reads_them(spans: list[Any], clean: bool) -> None:
+    """``spans()`` keeps the document's trace and parent ids read so far (the spans of a trace share its
+    id, siblings their parent's): each record, or the first error, is what the span read alone gives."""
+    doc = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "s"}, "spans": spans}]}]}
+    make = (unchecked_span_record, unchecked_span_event) if clean else (SpanRecord, SpanEvent)
+
+    def alone() -> list[SpanRecord]:
+        out = []
+        for p, span in enumerate(spans):
+            try:
+                out.append(otlp_json._span(span, "s", otlp_json.NO_RESOURCE, *make))  # fresh id tables each span
+            except OTLPDecodeError as exc:
+                raise OTLPDecodeError(f"x: resourceSpans[0].scopeSpans[0].spans[{p}]{exc}") from None
+        return out
+
+    assert _spans_outcome(lambda: otlp_json.spans(doc, "x", clean_text=clean)) == _spans_outcome(alone)
