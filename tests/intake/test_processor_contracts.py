@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from otel_agent_eval import AgentEvalProcessor, Evaluator, install, isolation
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from otel_agent_eval.model import AgentTrace, EvalResult
+from otel_agent_eval.sinks.prometheus import PrometheusSink, ResultMetrics
 from tests.frameworks.harness import RecordingSink
 from tests.openai_server import FakeOpenAI, answer
 
@@ -138,10 +139,14 @@ def test_settings_overrides_name_every_settings_field_but_evaluators() -> None:
 # --- fork -----------------------------------------------------------------------------------------
 
 
+def result_metrics(processor: AgentEvalProcessor) -> ResultMetrics:
+    return next(sink.metrics for sink in processor.pipeline.sinks if isinstance(sink, PrometheusSink))
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the_parent() -> None:
     """At fork, parent threads hold locks the child's evaluation needs: the counters', the label cap's, the
-    isolation marks', the stages', and every slot of the judge client. The child must evaluate anyway,
+    isolation marks', the stages', the result metrics', and every slot of the judge client. The child must evaluate anyway,
     with counters of its own and a judge client of its own."""
     with FakeOpenAI(answer({"agent_failed": "no"})) as judge_server:
         env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge_server.base_url,
@@ -157,7 +162,7 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
         parent_judge = processor.judge
         held = [processor.stats.traces_evaluated._lock, processor.stats.traces_judged._lock,
                 processor.pipeline.run_labels.agent._lock, processor.pipeline.stages.lock, isolation._lock,
-                parent_judge.budget._lock]
+                parent_judge.budget._lock, result_metrics(processor)._lock]
         slots = [parent_judge._slots.acquire(timeout=HANG_GUARD) for _ in range(2)]
         assert all(slots)
         for lock in held:
@@ -179,6 +184,8 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
                     "phases": sorted((e.trace.trace_id, e.phase) for e in sink.evaluated),
                     "judged": [r.label for e in sink.evaluated for r in e.results if r.evaluator == "task_completion"],
                     "evaluated": processor.stats.traces_evaluated.total(), "judged_count": processor.stats.traces_judged.total(),
+                    "results_counted": sum(s.buckets[0] for s in result_metrics(processor).results.values()),
+                    "results": sum(len(e.results) for e in sink.evaluated),
                     "new_judge": processor.judge is not parent_judge,
                     "judge_shared": all(e.judge is processor.judge for e in processor.evaluators if e.needs_judge),
                 }
@@ -215,4 +222,5 @@ def test_a_forked_child_rebuilds_locks_counters_and_the_judge_client_held_in_the
     assert sorted(report["phases"]) == [[report["own"], "deterministic"], [report["own"], "judge"]]  # the stages run side by side
     assert report["judged"] == ["pass"]
     assert (report["evaluated"], report["judged_count"]) == (1, 1)  # the child's own counts, from zero
+    assert report["results_counted"] == report["results"] > 0  # its result metrics too
     assert sorted(e.phase for e in sink.evaluated) == ["deterministic", "judge"]  # the parent's run after the fork
