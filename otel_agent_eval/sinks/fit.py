@@ -21,31 +21,17 @@ import json
 import re
 from typing import Any
 
+from ..jsontext import fast_encode
+
 MIN_STRING = 40
 """Strings are clipped to no fewer characters than this (before the marker)."""
 SHORTENED_KEY = "_shortened"
 
 
-_ENCODER = json.JSONEncoder(default=str, sort_keys=True)
-"""What ``json.dumps(value, default=str, sort_keys=True)`` builds on every call (a fifth of its cost on small details)."""
-_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-_C_ARGUMENTS = (_ENCODER.default, json.encoder.encode_basestring_ascii, None, _ENCODER.key_separator,
-                _ENCODER.item_separator, True, False, True)
-"""What ``JSONEncoder.iterencode`` hands the C encoder for ``_ENCODER`` (default, ASCII strings, no indent,
-separators, sorted keys, no skipped keys, NaN allowed), after the fresh dict of markers (circular references)."""
-
-
-def dumps(value: Any) -> str:
-    """The serialization of ``agent_eval.details`` (sorted keys; non-JSON values as text).
-
-    Straight to the C encoder when there is one: ``JSONEncoder.encode`` is two Python calls that
-    rebuild a closure and the encoder's arguments each time, more than the C encoding of a small
-    details dict; the text is the same (a top-level string, which ``encode`` writes itself, goes
-    through it).
-    """
-    if _C_ENCODER is None or isinstance(value, str):
-        return _ENCODER.encode(value)
-    return "".join(_C_ENCODER({}, *_C_ARGUMENTS)(value, 0))
+dumps = fast_encode(json.JSONEncoder(default=str, sort_keys=True))
+"""The serialization of ``agent_eval.details`` (sorted keys; non-JSON values as text): the text of
+``json.dumps(value, default=str, sort_keys=True)`` without building an encoder and its arguments per call
+(more than the C encoding of a small details dict)."""
 
 
 def fit_json(value: Any, limit: int) -> str:

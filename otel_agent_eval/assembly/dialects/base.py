@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...jsontext import fast_encode
 from ...records import STATUS_ERROR, SpanRecord, clean
 
 AGENT = "agent"
@@ -22,25 +23,10 @@ MAX_JSON_CHARS = 1_000_000
 
 _SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """``raw_decode`` without its Python frame (most attribute values are small); raises ``StopIteration``."""
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
-"""``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per call."""
-
-
-def _c_canonical(value: Any) -> str:
-    """``_CANONICAL.encode`` without its Python wrappers (as costly as encoding small arguments)."""
-    return "".join(_C_ENCODER(value, 0))
-
-
-try:  # this interpreter's C encoder takes 3.10-3.13's arguments: checked once against ``_CANONICAL``
-    # One encoder for every call: without a markers dict (``check_circular=False``) it keeps no state
-    # between calls, so threads may share it; a circular value ends in RecursionError, answered as the
-    # ValueError of the circular check was (``canonical_json``: its repr).
-    _C_ENCODER = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True
-    )
-    _C_CANONICAL = _c_canonical(_SAMPLE := {"b": [1, 2.5, None], "a": "\u00e9\n"}) == _CANONICAL.encode(_SAMPLE)
-except (AttributeError, TypeError, ValueError):
-    _C_CANONICAL = False
+_CANONICAL = fast_encode(json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str, check_circular=False))
+"""``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)`` without building an encoder per
+call, nor its Python wrappers (as costly as encoding small arguments); a circular value ends in RecursionError,
+answered as the ValueError of the circular check was (``canonical_json``: its repr)."""
 
 
 @dataclass(slots=True)
@@ -326,7 +312,7 @@ def canonical_json(value: Any) -> str:
         except (ValueError, RecursionError):
             return value
     try:
-        return _c_canonical(value) if _C_CANONICAL else _CANONICAL.encode(value)
+        return _CANONICAL(value)
     except (TypeError, ValueError, RecursionError):
         return repr(value)
 
