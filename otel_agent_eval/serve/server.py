@@ -447,7 +447,8 @@ def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -
     while not first_signal:
         time.sleep(0.2)
     _logger.info("signal received: draining for up to %gs", options.drain_seconds)
-    summary = server.stop()
+    # The budget runs from the signal, not from this poll's wake-up (up to 0.2 s later).
+    summary = server.stop(max(0.0, options.drain_seconds - (time.monotonic() - first_signal[0])))
     print(json.dumps({"event": "stopped", **summary}), file=out, flush=True)
     return 0
 
