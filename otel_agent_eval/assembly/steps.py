@@ -322,8 +322,8 @@ class StepDraft:
             error = llm.error
         self.output, self.input_tokens, self.output_tokens = output, input_tokens, output_tokens
         if (
-            type(model) in _OPTIONAL_STR and type(error) in _OPTIONAL_STR and type(input_tokens) is int
-            and type(output_tokens) is int
+            (type(model) is str or model is None) and (error is None or type(error) is str)
+            and type(input_tokens) is int and type(output_tokens) is int
         ):
             for issue in issues:
                 if type(issue) is not str:
@@ -360,7 +360,6 @@ def total_usage(llms: list[Operation]) -> tuple[int, int]:
     return input_tokens, output_tokens
 
 
-_OPTIONAL_STR = (str, type(None))
 _new_draft = object.__new__
 
 MERGED_FIELDS = (

@@ -128,6 +128,16 @@ def test_later_assignment_and_nesting_behave_as_on_a_validated_trace() -> None:
         trace.children.append(AgentTrace(trace_id="x"))
     assert "parent_step_index" in built.model_fields_set
     assert built.model_fields_set == validated.model_fields_set
+    # a step's, a call's and a step usage's fields set is every field (shared by the models ``built_step`` makes):
+    # assignment leaves it so
+    for step in built.steps:
+        assert step.model_fields_set == set(AgentStep.model_fields)
+        assert step.usage.model_fields_set == {"input_tokens", "output_tokens"}
+        for call in step.tool_calls:
+            assert call.model_fields_set == set(ToolCall.model_fields)
+    copied = built.steps[0].tool_calls[0].model_copy(update={"error": "x"})
+    assert copied.model_fields_set == set(ToolCall.model_fields)
+    assert copied.model_fields_set is not built.steps[0].tool_calls[0].model_fields_set
     assert built.model_dump_json() == validated.model_dump_json()
     assert built.model_copy(deep=True) == built
 
