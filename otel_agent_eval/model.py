@@ -70,18 +70,6 @@ class AgentStep(_Model):
     """Problems met while reading this step's spans (malformed JSON, ...)."""
 
 
-def step_texts(text: str | None, reasoning: str | None, has_calls: bool) -> tuple[str | None, str | None]:
-    """An ``AgentStep``'s (thought, output) from its model call's output text and reasoning.
-
-    A turn that calls tools thinks (its reasoning, then its text); one that calls none answers.
-    """
-    if not has_calls:
-        return reasoning or None, text
-    if reasoning:
-        return (f"{reasoning}\n{text}" if text else reasoning), None
-    return text or None, None
-
-
 class ConversationTurn(_Model):
     """An earlier agent run of the same conversation, as later runs' evaluators see it."""
 
@@ -148,9 +136,14 @@ class AgentTrace(_Model):
 # Assembly's tree (``AgentTrace`` -> ``AgentStep`` -> ``ToolCall``, ``TokenUsage``), built without a
 # second validation when assembly's values already are what validation would keep.
 
-_CALL_SET = frozenset(ToolCall.model_fields)
-_STEP_SET = frozenset(AgentStep.model_fields)
 _USAGE_SET = frozenset(TokenUsage.model_fields)
+_EVERY_CALL_FIELD = set(ToolCall.model_fields)
+_EVERY_STEP_FIELD = set(AgentStep.model_fields)
+_EVERY_USAGE_FIELD = set(_USAGE_SET)
+"""The ``model_fields_set`` of every ``ToolCall``, ``AgentStep`` and step ``TokenUsage`` that ``built_step`` makes
+(validation sets every field of them): one set per class, shared, where validation makes one per model (~1.3 k
+instructions each, 27 per 20-span trace). Pydantic only adds to a model's set (assigning a field), which leaves a
+set of every field as it is, and copies it for a copy (``model_copy``, ``copy``, ``deepcopy``). Never mutate them."""
 _UNSET_BY_ASSEMBLY = ("children", "parent_step_index", "prior_turns", "spans_dropped")
 _ASSEMBLED_SET = frozenset(AgentTrace.model_fields).difference(_UNSET_BY_ASSEMBLY)
 """The fields ``assembled_trace`` states: a validated trace's ``model_fields_set``."""
@@ -179,14 +172,20 @@ def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: frozenset[s
     return model
 
 
+REQUESTED_CALL: dict[str, Any] = {
+    "name": None, "arguments": None, "result": None, "error": None, "call_id": None, "span_id": None,
+    "start_time_unix_nano": None, "end_time_unix_nano": None, "requested": True, "executed": False,
+}
+"""A ``ToolCall``'s field dict as requested (not executed, no result yet): every field, in field order
+(``model_dump`` writes a model's ``__dict__`` in its order), so that a copy of it becomes the call's own
+``__dict__`` as it is. A copy with its values stored keeps that order (``tool_call_fields`` written out, without
+a call, where assembly makes one per requested call)."""
+
+
 def tool_call_fields(name: str, arguments: Any = None, call_id: str | None = None, requested: bool = True) -> dict[str, Any]:
-    """A ``ToolCall``'s field dict as requested (not executed, no result yet), for assembly to fill in and
-    ``assembled_trace`` to make the call of: every field, in field order (``model_dump`` writes a model's
-    ``__dict__`` in its order), so that it becomes the call's own ``__dict__`` as it is."""
-    return {
-        "name": name, "arguments": arguments, "result": None, "error": None, "call_id": call_id, "span_id": None,
-        "start_time_unix_nano": None, "end_time_unix_nano": None, "requested": requested, "executed": False,
-    }
+    """A ``ToolCall``'s field dict as requested, for assembly to fill in and ``assembled_trace`` to make the call
+    of (``REQUESTED_CALL`` with these values)."""
+    return {**REQUESTED_CALL, "name": name, "arguments": arguments, "call_id": call_id, "requested": requested}
 
 
 def _usage(usage: dict[str, int]) -> TokenUsage:
@@ -213,44 +212,73 @@ def assembled_step(
     index: int, thought: str | None, output: str | None, tool_calls: list[dict[str, Any]], model: str | None,
     input_tokens: int, output_tokens: int, span_ids: list[str], error: str | None, issues: list[str],
 ) -> AgentStep | dict[str, Any]:
-    """One step of ``assembled_trace``, made as the step is: the ``AgentStep`` (its ``ToolCall``s and
-    ``TokenUsage``) built directly when every value already is what validation keeps, as ``assembled_trace``
-    does it; else the step's field dict, for ``assembled_trace`` to validate with its trace (and reject alike).
-    ``tool_calls`` are dicts made by ``tool_call_fields``; they, ``span_ids`` and ``issues`` become the models'
-    own."""
+    """One step of ``assembled_trace``: the ``AgentStep`` (its ``ToolCall``s and ``TokenUsage``) built directly
+    (``built_step``) when every value already is what validation keeps, as ``assembled_trace`` does it; else the
+    step's field dict, for ``assembled_trace`` to validate with its trace (and reject alike). ``tool_calls`` are
+    dicts made by ``tool_call_fields``; they, ``span_ids`` and ``issues`` become the models' own."""
     if (
         type(index) is int and type(thought) in _OPTIONAL_STR and type(output) in _OPTIONAL_STR
         and type(model) in _OPTIONAL_STR and type(error) in _OPTIONAL_STR and type(tool_calls) is list
         and type(input_tokens) is int and type(output_tokens) is int and _str_items(span_ids) and _str_items(issues)
     ):
-        calls = []
         for call in tool_calls:
             if not (
-                type(call["name"]) is str and type(call["error"]) in _OPTIONAL_STR
-                and type(call["call_id"]) in _OPTIONAL_STR and type(call["span_id"]) in _OPTIONAL_STR
-                and type(call["start_time_unix_nano"]) in _OPTIONAL_INT
-                and type(call["end_time_unix_nano"]) in _OPTIONAL_INT and type(call["requested"]) is bool
+                type(call["span_id"]) in _OPTIONAL_STR and type(call["requested"]) is bool
                 and type(call["executed"]) is bool
             ):
                 break
-            built = _Unchecked()
-            built.__dict__ = call
-            built.__pydantic_fields_set__ = set(_CALL_SET)
-            built.__pydantic_extra__ = None
-            built.__pydantic_private__ = None
-            built.__class__ = ToolCall
-            calls.append(built)
         else:
-            return _built(AgentStep, {  # type: ignore[no-any-return]
-                "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model,
-                "usage": _built(TokenUsage, {"input_tokens": input_tokens, "output_tokens": output_tokens}, _USAGE_SET),
-                "span_ids": span_ids, "error": error, "issues": issues,
-            }, _STEP_SET)
+            step = built_step(index, thought, output, tool_calls, model, input_tokens, output_tokens, span_ids, error,
+                              issues)
+            if step is not None:
+                return step
     return {
         "index": index, "thought": thought, "output": output, "tool_calls": tool_calls, "model": model,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}, "span_ids": span_ids,
         "error": error, "issues": issues,
     }
+
+
+def built_step(
+    index: int, thought: str | None, output: str | None, tool_calls: list[dict[str, Any]], model: str | None,
+    input_tokens: int, output_tokens: int, span_ids: list[str], error: str | None, issues: list[str],
+) -> AgentStep | None:
+    """The ``AgentStep`` of ``assembled_step``, built, or None when a call's name, error, call id or times are not
+    of their field's exact type: the caller has checked every other value (``assembled_step`` does; assembly's
+    ``StepDraft.to_step`` checks those its drafts do not make exact: the model's name, error and token counts, the
+    issues). The one place a step and its calls are built: each model filled by plain stores (see ``_built``)."""
+    calls = []
+    for call in tool_calls:
+        if not (  # each written for its usual value first (an error is usually None, an id or a time set)
+            type(call["name"]) is str and (call["error"] is None or type(call["error"]) is str)
+            and (type(call["call_id"]) is str or call["call_id"] is None)
+            and (type(call["start_time_unix_nano"]) is int or call["start_time_unix_nano"] is None)
+            and (type(call["end_time_unix_nano"]) is int or call["end_time_unix_nano"] is None)
+        ):
+            return None
+        built = _Unchecked()
+        built.__dict__ = call
+        built.__pydantic_fields_set__ = _EVERY_CALL_FIELD
+        built.__pydantic_extra__ = None
+        built.__pydantic_private__ = None
+        built.__class__ = ToolCall
+        calls.append(built)
+    usage = _Unchecked()
+    usage.__dict__ = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    usage.__pydantic_fields_set__ = _EVERY_USAGE_FIELD
+    usage.__pydantic_extra__ = None
+    usage.__pydantic_private__ = None
+    usage.__class__ = TokenUsage
+    step = _Unchecked()
+    step.__dict__ = {
+        "index": index, "thought": thought, "output": output, "tool_calls": calls, "model": model, "usage": usage,
+        "span_ids": span_ids, "error": error, "issues": issues,
+    }
+    step.__pydantic_fields_set__ = _EVERY_STEP_FIELD
+    step.__pydantic_extra__ = None
+    step.__pydantic_private__ = None
+    step.__class__ = AgentStep
+    return step  # type: ignore[return-value]
 
 
 def _built_steps(steps: Any) -> list[AgentStep] | None:

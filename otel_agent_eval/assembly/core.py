@@ -43,9 +43,9 @@ Algorithm (see docs/architecture.md, "Assembly"):
    Arguments come from the tool span, unless it only holds a bare value where the
    request has an object.
 6. Each run into the public model: each step as it is made, once its calls' back-fills are done
-   (``model.assembled_step``), then the run (``model.assembled_trace``), built directly when every
-   value already has its field's exact type (what validation would keep, the same fields set), else
-   validated as ``AgentTrace.model_validate`` does it and rejected alike.
+   (``StepDraft.to_step``: ``model.built_step``), then the run (``model.assembled_trace``), built
+   directly when every value already has its field's exact type (what validation would keep, the same
+   fields set), else validated as ``AgentTrace.model_validate`` does it and rejected alike.
 
 Every trace takes this one path: there is no shortcut for a common shape.
 """
@@ -78,11 +78,9 @@ from .index import TraceIndex
 from .rules import CLOCK_SKEW_NS, Rule, Scope
 from .steps import (
     DRAFT_START,
-    END_TIME,
     INPUT_TOKENS,
     MISSING,
     OUTPUT_TOKENS,
-    START_TIME,
     CallDraft,
     DraftIndex,
     StepDraft,
@@ -200,15 +198,17 @@ class TraceAssembly(TraceIndex):
                         if enclosing is not None and not self.stopped(op.span_id, above, enclosing[0], scope.key):
                             outers[outer_kind] = enclosing[1]
                     nested = STEP in above_kinds or LLM in above_kinds
-            outer = outers.get(kind)
-            if outer is None:
-                into[kind].append(op)
-                if kind == TOOL:
-                    in_turn[op.span_id] = nested
-            # Two instrumentations stacked on one model call; a tool inside a tool is part of the
-            # outer tool's work (merged when it is the same tool).
-            elif kind == LLM or outer.tool_name in (None, op.tool_name):
-                merge_stacked(outer, op)
+            if outers:  # none, in the common case
+                outer = outers.get(kind)
+                if outer is not None:
+                    # Two instrumentations stacked on one model call; a tool inside a tool is part of the
+                    # outer tool's work (merged when it is the same tool).
+                    if kind == LLM or outer.tool_name in (None, op.tool_name):
+                        merge_stacked(outer, op)
+                    continue
+            into[kind].append(op)
+            if kind == TOOL:
+                in_turn[op.span_id] = nested
         for rule in regroups:
             rule.regroup(self, scopes)
         self._drop_containers(scopes)
@@ -284,12 +284,13 @@ class TraceAssembly(TraceIndex):
         tool = self.ops[handoff] if handoff is not None else self.nearest(child.key, TOOL, stop=parent.key)
         steps = self._drafts[parent.key]
         if tool is not None:
+            span_hex = span_id_hex(tool.span_id)
             for index, step in enumerate(steps):
-                if tool.span_id in step.tool_span_ids:
+                if span_hex in step.tool_span_hexes:
                     return index
         names = {child.agent.agent_name, child.agent.node_id} - {None} if child.agent else set()
         for index, step in enumerate(steps):  # a handoff to this agent
-            if any(self.ops[i].handoff_to in names for i in step.tool_span_ids if i in self.ops):
+            if any(self.ops[i].handoff_to in names for i in map(_span_id, step.tool_span_hexes) if i in self.ops):
                 return index
         start = child.root.start_time_unix_nano
         candidates = [i for i, step in enumerate(steps) if step.start <= start + CLOCK_SKEW_NS]
@@ -303,23 +304,43 @@ class TraceAssembly(TraceIndex):
         index = DraftIndex(drafts)
         by_call_id = index.by_call_id
         in_turn = self._in_turn
+        # Each tool span onto its step, filling in the call it fulfils (or one of its own): written out here,
+        # once per tool span, rather than a method call each.
         for tool in scope.tools:  # in start order, as ``run`` collected them
             nested = in_turn.get(tool.span_id)
             if nested is None:  # a tool ``run`` did not place (a rule's)
                 above = self.above(tool.span_id).kinds
                 nested = STEP in above or LLM in above
             call_ids = tool.tool_call_ids
+            call = None
             if not nested and len(call_ids) == 1:  # the common case, ``_owner``'s first match inlined
-                for position, call in by_call_id.get(call_ids[0], ()):
-                    if call["requested"] and not call["executed"]:
-                        drafts[position].attach(tool, call)
+                for position, found in by_call_id.get(call_ids[0], ()):
+                    if found["requested"] and not found["executed"]:
+                        draft = drafts[position]
+                        call = found
                         break
-                else:
-                    call = None
-                if call is not None:
-                    continue
-            draft, call = self._owner(tool, drafts, index, nested)
-            draft.attach(tool, call)
+            if call is None:
+                draft, call = self._owner(tool, drafts, index, nested)
+                call = draft.call_for(tool, call)
+            record = tool.record
+            call["executed"] = True
+            call["span_id"] = span_hex = "%016x" % tool.span_id  # ``span_id_hex``
+            draft.tool_span_hexes.append(span_hex)
+            call["start_time_unix_nano"] = record.start_time_unix_nano
+            call["end_time_unix_nano"] = record.end_time_unix_nano
+            arguments = tool.tool_arguments
+            if arguments is not None and not (
+                # a tool span that recorded only the bare value of a single argument (OpenInference
+                # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
+                not isinstance(arguments, (dict, list)) and isinstance(call["arguments"], dict)
+            ):
+                call["arguments"] = arguments
+            if call["call_id"] is None and call_ids:
+                call["call_id"] = call_ids[-1]
+            call["result"] = tool.tool_result
+            call["error"] = tool.error
+            if tool.issues:
+                draft.issues.extend(tool.issues)
         self._drafts[scope.key] = drafts
 
         agent = scope.agent
@@ -353,9 +374,14 @@ class TraceAssembly(TraceIndex):
             steps.append(draft.to_step(after - 1))
             after += 1
 
-        members = (scope.llms, scope.tools, scope.steps, scope.reruns)
-        start = min(root.start_time_unix_nano, min(map(START_TIME, chain(*members)), default=root.start_time_unix_nano))
-        end = max(root.end_time_unix_nano, max(map(END_TIME, chain(*members)), default=root.end_time_unix_nano))
+        start = root.start_time_unix_nano
+        end = root.end_time_unix_nano
+        for member in chain(scope.llms, scope.tools, scope.steps, scope.reruns):  # a loop: no attrgetter per span
+            record = member.record
+            if record.start_time_unix_nano < start:
+                start = record.start_time_unix_nano
+            if record.end_time_unix_nano > end:
+                end = record.end_time_unix_nano
         error = next((run.error for run in [agent, *scope.reruns] if run.error), None) if agent else span_error(root)
         issues = list(agent.issues) if agent else []
         usage = {"input_tokens": sum(map(INPUT_TOKENS, drafts)), "output_tokens": sum(map(OUTPUT_TOKENS, drafts))}
@@ -476,6 +502,10 @@ class TraceAssembly(TraceIndex):
             if call is not None:
                 return draft, call if by == "args" else None  # ``attach`` asks by arguments before a handoff
         return drafts[(before or skewed or 1) - 1], None
+
+
+def _span_id(span_hex: str) -> int:
+    return int(span_hex, 16)
 
 
 def _agent_name(agent: Operation | None, root: SpanRecord, scope: Scope) -> str:

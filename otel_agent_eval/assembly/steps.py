@@ -7,7 +7,14 @@ from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
-from ..model import AgentStep, AgentTrace, assembled_step, step_texts, tool_call_fields
+from ..model import (
+    REQUESTED_CALL,
+    AgentStep,
+    AgentTrace,
+    assembled_step,
+    built_step,
+    tool_call_fields,
+)
 from ..records import span_id_hex
 from .dialects.base import (
     Message,
@@ -23,20 +30,18 @@ def start_order(op: Operation) -> tuple[int, int]:
     return op.record.start_time_unix_nano, op.record.span_id
 
 
-SPAN_ID = attrgetter("span_id")
 DRAFT_START = attrgetter("start")
-START_TIME = attrgetter("record.start_time_unix_nano")
 INPUT_TOKENS = attrgetter("input_tokens")
 OUTPUT_TOKENS = attrgetter("output_tokens")
-END_TIME = attrgetter("record.end_time_unix_nano")
 
 
 def in_start_order(ops: Iterable[Operation]) -> list[Operation]:
-    """``sorted(ops, key=start_order)``: by span id, then (stable) by start time; two sorts on int keys, made
-    in C, cost less than one on key tuples. Span ids are unique within a trace."""
-    ordered = sorted(ops, key=SPAN_ID)
-    ordered.sort(key=START_TIME)
-    return ordered
+    """``sorted(ops, key=start_order)``, by (start, span id) tuples made in a loop and sorted without a key
+    function: an ``attrgetter`` of a slotted attribute costs more than the loop's specialised loads, and two sorts
+    with one each cost more. Span ids are unique within a trace: the operations themselves are never compared."""
+    keyed = [(op.record.start_time_unix_nano, op.span_id, op) for op in ops]
+    keyed.sort()
+    return [item[2] for item in keyed]
 
 
 CallDraft = dict[str, Any]
@@ -117,7 +122,6 @@ class StepDraft:
         "step",
         "text",
         "tool_span_hexes",
-        "tool_span_ids",
     )
 
     def __init__(self, start: int, llm: Operation | None = None, llms: list[Operation] | None = None,
@@ -128,9 +132,8 @@ class StepDraft:
         self.llms: list[Operation] = llms if llms is not None else []
         self.step = step
         self.calls: list[CallDraft] = []
-        self.tool_span_ids: list[int] = []
         self.tool_span_hexes: list[str] = []
-        """``tool_span_ids`` as the step reports them (each formatted once)."""
+        """The tool spans placed on this step, their span ids as the step reports them (each formatted once)."""
         self.calls_in_text = False
         """The model's response has text and requests no structured tool call: tools run for it were
         asked for in that text (ReAct, code agents)."""
@@ -150,11 +153,21 @@ class StepDraft:
     @classmethod
     def from_llm(cls, llm: Operation) -> StepDraft:
         """The step of a model call with no step span (the common case): ``from_step(None, [llm])``, written
-        out for the one call, its text and reasoning read in the same pass over its messages."""
-        draft = cls(llm.record.start_time_unix_nano, llm, [llm])
+        out for the one call, its text and reasoning read in the same pass over its messages; ``__init__``
+        written out too (calling a class with a Python ``__init__`` is no cheap call in this interpreter), and
+        each call's fields made without a call (``tool_call_fields``)."""
+        draft = _new_draft(cls)
+        draft.start = llm.record.start_time_unix_nano
+        draft.llm = llm
+        draft.llms = [llm]
+        draft.step = draft.text = draft.reasoning = draft.output = draft.canonical = None
+        draft.calls = calls = []
+        draft.tool_span_hexes = []
+        draft.calls_in_text = False
+        draft.issues = []
+        draft.input_tokens = draft.output_tokens = 0
         messages = llm.output_messages
         if messages:
-            calls = draft.calls
             texts = []
             reasoning: list[str] = []
             seen: set[str] | None = None
@@ -174,7 +187,11 @@ class StepDraft:
                             continue
                         else:
                             seen.add(call_id)
-                    calls.append(tool_call_fields(call.name, call.arguments, call_id))
+                    fields = REQUESTED_CALL.copy()  # a copy and three stores: less than a dict display of ten
+                    fields["name"] = call.name
+                    fields["arguments"] = call.arguments
+                    fields["call_id"] = call_id
+                    calls.append(fields)
             if texts:
                 draft.text = "\n".join(texts)
                 draft.calls_in_text = not calls
@@ -244,9 +261,9 @@ class StepDraft:
             cached = cache[id(call)] = (arguments, canonical_json(arguments))
         return cached[1]
 
-    def attach(self, tool: Operation, call: CallDraft | None = None) -> None:
-        """Place a tool span on this step: on the open call it fulfils (``call`` when the caller found it
-        already), else as a call of its own."""
+    def call_for(self, tool: Operation, call: CallDraft | None = None) -> CallDraft:
+        """The call a tool span placed on this step fills in (``core.TraceAssembly._build`` fills it): the open
+        call it fulfils (``call`` when the caller found it already), else a call of its own, added."""
         call = (
             call
             or (tool.tool_call_ids and self.open_call(tool, "id"))
@@ -262,50 +279,60 @@ class StepDraft:
             if not in_text:
                 self.issues.append(f"tool span {span_id_hex(tool.span_id)} ({call['name']}) was not requested by this turn")
             self.calls.append(call)
-        record = tool.record
-        call["executed"] = True
-        call["span_id"] = span_hex = "%016x" % tool.span_id  # ``span_id_hex``
-        self.tool_span_hexes.append(span_hex)
-        call["start_time_unix_nano"] = record.start_time_unix_nano
-        call["end_time_unix_nano"] = record.end_time_unix_nano
-        arguments = tool.tool_arguments
-        if arguments is not None and not (
-            # a tool span that recorded only the bare value of a single argument (OpenInference
-            # LangChain: input.value "x" for {"query": "x"}): the requested arguments say more
-            not isinstance(arguments, (dict, list)) and isinstance(call["arguments"], dict)
-        ):
-            call["arguments"] = arguments
-        if call["call_id"] is None and tool.tool_call_ids:
-            call["call_id"] = tool.tool_call_ids[-1]
-        call["result"] = tool.tool_result
-        call["error"] = tool.error
-        self.tool_span_ids.append(tool.span_id)
-        if tool.issues:
-            self.issues.extend(tool.issues)
+        return call
 
     def to_step(self, index: int) -> AgentStep | dict[str, Any]:
-        """The ``AgentStep`` (``model.assembled_step``: built directly, or its field dict when a value is inexact)."""
+        """The ``AgentStep``, built (``model.built_step``) when the values its draft does not make exact by
+        construction are exact (the model's name, error and token counts, the issues: read from spans), else
+        ``model.assembled_step`` of its fields (built, or its field dict to be validated with its trace).
+        By construction: the index, the texts (joined ``str``s), the span ids (formatted here and in
+        ``_build``), the calls' span ids and flags."""
         llm = self.llm
         calls = self.calls
         step = self.step
         llms = self.llms
         if step is None and len(llms) == 1:  # the common case: one model call, no step span
-            span_ids = ["%016x" % llm.span_id]  # type: ignore[union-attr]  # ``span_id_hex``
+            span_ids = ["%016x" % llm.span_id, *self.tool_span_hexes]  # type: ignore[union-attr]  # ``span_id_hex``
             issues = llm.issues + self.issues  # type: ignore[union-attr]
             usage = llm.usage  # type: ignore[union-attr]  # ``total_usage``
-            input_tokens, output_tokens = (usage[0], usage[1]) if usage is not None else (0, 0)
+            if usage is None:
+                input_tokens = output_tokens = 0
+            else:
+                input_tokens = usage[0]
+                output_tokens = usage[1]
         else:
             span_ids = [span_id_hex(step.span_id)] if step else []
             span_ids += [span_id_hex(o.span_id) for o in llms]
+            span_ids += self.tool_span_hexes
             issues = self.span_issues() + self.issues
             input_tokens, output_tokens = total_usage(llms)
-        span_ids += self.tool_span_hexes
         if llm is None:
             thought = output = model = error = None
         else:
-            thought, output = step_texts(self.text, self.reasoning, bool(calls))
-            model, error = llm.model, llm.error
+            # A turn that calls tools thinks (its reasoning, then its text); one that calls none answers.
+            text = self.text
+            reasoning = self.reasoning
+            if not calls:
+                thought = reasoning or None
+                output = text
+            else:
+                thought = (f"{reasoning}\n{text}" if text else reasoning) if reasoning else text or None
+                output = None
+            model = llm.model
+            error = llm.error
         self.output, self.input_tokens, self.output_tokens = output, input_tokens, output_tokens
+        if (
+            (type(model) is str or model is None) and (error is None or type(error) is str)
+            and type(input_tokens) is int and type(output_tokens) is int
+        ):
+            for issue in issues:
+                if type(issue) is not str:
+                    break
+            else:
+                built = built_step(index, thought, output, calls, model, input_tokens, output_tokens, span_ids, error,
+                                   issues)
+                if built is not None:
+                    return built
         return assembled_step(index, thought, output, calls, model, input_tokens, output_tokens, span_ids, error, issues)
 
     def span_issues(self) -> list[str]:
@@ -332,6 +359,8 @@ def total_usage(llms: list[Operation]) -> tuple[int, int]:
             output_tokens += usage[1]
     return input_tokens, output_tokens
 
+
+_new_draft = object.__new__
 
 MERGED_FIELDS = (
     "model", "provider", "input_messages", "output_messages", "usage", "error", "conversation_id",

@@ -25,7 +25,15 @@ from otel_agent_eval import assemble
 from otel_agent_eval.assembly import core
 from otel_agent_eval.assembly import steps as assembly_steps
 from otel_agent_eval.formats.otlp import read_trace_file
-from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall, assembled_step, assembled_trace, tool_call_fields
+from otel_agent_eval.model import (
+    AgentStep,
+    AgentTrace,
+    ToolCall,
+    assembled_step,
+    assembled_trace,
+    built_step,
+    tool_call_fields,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -62,19 +70,23 @@ def assert_equivalent(built: AgentTrace, validated: AgentTrace) -> None:
 @pytest.fixture
 def compared(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every tree assembly builds is compared with the validation of a copy of the same fields, and so is
-    every step (``assembled_step``: the trace's steps reach ``assembled_trace`` built)."""
-    count = [0]
+    every step (``StepDraft.to_step`` builds it through ``built_step``, or ``assembled_step`` when a value is
+    inexact: the trace's steps reach ``assembled_trace`` built)."""
+    count = [0, 0]
 
-    def checked_step(*fields: Any) -> AgentStep | dict[str, Any]:
-        names = ("index", "thought", "output", "tool_calls", "model", "input_tokens", "output_tokens", "span_ids",
-                 "error", "issues")
-        values = dict(zip(names, copy.deepcopy(fields)))
-        values["usage"] = {"input_tokens": values.pop("input_tokens"), "output_tokens": values.pop("output_tokens")}
-        validated = AgentStep.model_validate(values)
-        built = assembled_step(*fields)
-        assert type(built) is AgentStep  # every step of these traces is exact
-        assert_same(built, validated, "step")
-        return built
+    def checking(build: Any) -> Any:
+        def checked_step(*fields: Any) -> AgentStep | dict[str, Any]:
+            names = ("index", "thought", "output", "tool_calls", "model", "input_tokens", "output_tokens", "span_ids",
+                     "error", "issues")
+            values = dict(zip(names, copy.deepcopy(fields)))
+            values["usage"] = {"input_tokens": values.pop("input_tokens"), "output_tokens": values.pop("output_tokens")}
+            validated = AgentStep.model_validate(values)
+            built = build(*fields)
+            assert type(built) is AgentStep  # every step of these traces is exact
+            assert_same(built, validated, "step")
+            count[1] += 1
+            return built
+        return checked_step
 
     def checked(**fields: Any) -> AgentTrace:
         validated = AgentTrace.model_validate(copy.deepcopy(fields))
@@ -84,7 +96,8 @@ def compared(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return built
 
     monkeypatch.setattr(core, "assembled_trace", checked)
-    monkeypatch.setattr(assembly_steps, "assembled_step", checked_step)
+    monkeypatch.setattr(assembly_steps, "assembled_step", checking(assembled_step))
+    monkeypatch.setattr(assembly_steps, "built_step", checking(built_step))
     return count
 
 
@@ -94,7 +107,7 @@ def test_every_benchmark_shape_builds_what_validation_gives(compared: list[int],
         for records in pipeline.dataset(spans, 3, shape) + pipeline.dataset(spans, 2, shape, tool_definitions=True):
             runs = assemble(records)
             assert runs and all(type(run) is AgentTrace for run in runs)
-    assert compared[0] >= 15
+    assert compared[0] >= 15 and compared[1] >= compared[0]
 
 
 def test_recorded_traces_build_what_validation_gives(compared: list[int]) -> None:
@@ -115,6 +128,16 @@ def test_later_assignment_and_nesting_behave_as_on_a_validated_trace() -> None:
         trace.children.append(AgentTrace(trace_id="x"))
     assert "parent_step_index" in built.model_fields_set
     assert built.model_fields_set == validated.model_fields_set
+    # a step's, a call's and a step usage's fields set is every field (shared by the models ``built_step`` makes):
+    # assignment leaves it so
+    for step in built.steps:
+        assert step.model_fields_set == set(AgentStep.model_fields)
+        assert step.usage.model_fields_set == {"input_tokens", "output_tokens"}
+        for call in step.tool_calls:
+            assert call.model_fields_set == set(ToolCall.model_fields)
+    copied = built.steps[0].tool_calls[0].model_copy(update={"error": "x"})
+    assert copied.model_fields_set == set(ToolCall.model_fields)
+    assert copied.model_fields_set is not built.steps[0].tool_calls[0].model_fields_set
     assert built.model_dump_json() == validated.model_dump_json()
     assert built.model_copy(deep=True) == built
 
