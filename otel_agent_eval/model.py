@@ -383,12 +383,6 @@ def result_id(
 
 _sha256 = hashlib.sha256
 _RESULT_FIELDS = frozenset(EvalResult.model_fields)
-_new_object = object.__new__
-_set_dict = object.__setattr__
-# BaseModel's slots, set through their descriptors: half the cost of ``object.__setattr__`` by name.
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def new_result(
@@ -407,23 +401,18 @@ def new_result(
         type(evaluator) is str and type(evaluator_version) is str and type(label) is str and label in LABELS
         and type(explanation) is str and type(trace_id) is str and type(agent_name) is str and type(result_id) is str
         and (score is None or (type(score) is float and 0.0 <= score <= 1.0))
-        and (span_id is None or type(span_id) is str) and (reason is None or type(reason) is str)
+        and type(span_id) in _OPTIONAL_STR and type(reason) in _OPTIONAL_STR
         and type(details) is dict
     ):
         for key in details:
             if type(key) is not str:
                 break
         else:
-            result = _new_object(EvalResult)
-            _set_dict(result, "__dict__", {
+            return _built(EvalResult, {  # type: ignore[no-any-return]
                 "evaluator": evaluator, "evaluator_version": evaluator_version, "score": score, "label": label,
                 "explanation": explanation, "details": details, "trace_id": trace_id, "span_id": span_id,
                 "agent_name": agent_name, "result_id": result_id, "reason": reason,
-            })
-            _set_fields_set(result, set(_RESULT_FIELDS))  # its own: assignment adds to it
-            _set_extra(result, None)
-            _set_private(result, None)
-            return result
+            }, _RESULT_FIELDS)
     return EvalResult(
         evaluator=evaluator, evaluator_version=evaluator_version, score=score, label=label, explanation=explanation,
         details=details, trace_id=trace_id, span_id=span_id, agent_name=agent_name, result_id=result_id, reason=reason,

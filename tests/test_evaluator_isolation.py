@@ -496,3 +496,25 @@ def test_telemetry_free_builtins_run_without_a_scope_and_their_subclasses_still_
     assert traced.seen == [(False, True, EvaluationRun("loop_detection", "ab" * 16, "cd" * 8))]
     assert next(reversed(isolation._trace_ids)) != scopes[1]  # the scope opened for it
     assert not is_evaluator_telemetry(None)
+
+
+def test_telemetry_free_is_read_from_the_class_own_body_whatever_the_class() -> None:
+    """``telemetry_free`` answers from one class attribute that ``Evaluator.__init_subclass__`` sets: a
+    subclass that declares it again is free, one that only inherits it is not, and an object that is
+    no ``Evaluator`` is read from its class's own namespace as before."""
+
+    class Declared(LoopDetection):
+        telemetry_free = True
+
+    class Duck:
+        name = "duck"
+        telemetry_free = True
+
+        def evaluate(self, trace: AgentTrace) -> list[EvalResult]:
+            return []
+
+    class Inheriting(Duck):
+        pass
+
+    assert telemetry_free(Declared()) and not telemetry_free(_TracedLoopDetection(TracerProvider()))
+    assert telemetry_free(Duck()) and not telemetry_free(Inheriting())  # type: ignore[arg-type]

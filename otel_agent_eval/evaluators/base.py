@@ -43,6 +43,14 @@ class Evaluator(ABC):
     needs_judge: ClassVar[bool] = False
     telemetry_free: ClassVar[bool] = False
     rules: Sequence[ToolExpectation] = ()
+    _telemetry_free_class: ClassVar[type | None] = None
+    """The class itself when its own body declares ``telemetry_free = True`` (``__init_subclass__``): a
+    subclass inherits another class, so one attribute read answers ``telemetry_free`` (a read of the
+    class's own namespace made a mapping proxy per evaluator per run)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._telemetry_free_class = cls if cls.__dict__.get("telemetry_free") is True else None
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)
@@ -142,7 +150,11 @@ def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalRes
 
 def telemetry_free(evaluator: Evaluator) -> bool:
     """Is ``evaluator``'s class one that declares, in its own body, ``telemetry_free = True``?"""
-    return type(evaluator).__dict__.get("telemetry_free") is True
+    cls = type(evaluator)
+    try:
+        return cls._telemetry_free_class is cls
+    except AttributeError:  # not an ``Evaluator`` subclass
+        return cls.__dict__.get("telemetry_free") is True
 
 
 def run_scope(evaluators: Sequence[Evaluator]) -> AbstractContextManager[object]:
