@@ -6,8 +6,7 @@
 * semconv ``extract`` fills only empty fields (as ``fill`` does) and leaves empty values unset, and reads
   the first present string of its keys as ``first_str`` does;
 * ``parse_json_value`` decodes as ``json.loads`` does and reports what it raises;
-* ``Operation``'s written-out ``__init__`` matches its fields, and so does ``new_operation`` (spans are read
-  through it, without a class call).
+* ``Operation``'s written-out ``__init__`` matches its fields.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from typing import Any
 
 from otel_agent_eval.assembly.dialects import semconv
 from otel_agent_eval.assembly.dialects.base import (
-    AGENT, LLM, TOOL, Operation, canonical_json, first_str, maybe_json, new_operation, parse_json_value,
-    unwrap_tool_payload,
+    AGENT, LLM, TOOL, Operation, canonical_json, first_str, maybe_json, parse_json_value, unwrap_tool_payload,
 )
 from otel_agent_eval.records import STATUS_ERROR, SpanRecord, clean
 
@@ -138,18 +136,15 @@ def test_operation_takes_every_field_as_the_dataclass_declares_it() -> None:
     """``Operation.__init__`` is written out (a hot path): every slot gets its declared default, and
     every init field can be given by name."""
     record = span(2, "x", 0, 1)
-    for op in (Operation(record), new_operation(record, None)):  # type: ignore[arg-type]
-        assert type(op) is Operation and op.record is record
-        for f in dataclasses.fields(Operation):
-            value = getattr(op, f.name)  # every slot is set
-            if f.name == "span_id":
-                assert value == record.span_id
-            elif f.default_factory is not dataclasses.MISSING:
-                assert value == f.default_factory()
-            elif f.name != "record":
-                assert value == f.default, f.name
-    first, second = new_operation(record, TOOL), new_operation(record, TOOL)
-    assert first.kind == TOOL and first.issues is not second.issues and first.tool_call_ids is not second.tool_call_ids
+    op = Operation(record)
+    for f in dataclasses.fields(Operation):
+        value = getattr(op, f.name)  # every slot is set
+        if f.name == "span_id":
+            assert value == record.span_id
+        elif f.default_factory is not dataclasses.MISSING:
+            assert value == f.default_factory()
+        elif f.name != "record":
+            assert value == f.default, f.name
     for f in dataclasses.fields(Operation):
         if f.init and f.name not in ("record", "kind"):
             assert getattr(Operation(record, TOOL, **{f.name: ["v"]}), f.name) == ["v"], f.name
