@@ -44,7 +44,7 @@ from typing import Any
 
 from ...records import STATUS_ERROR, SpanRecord
 from . import adk, autogen, langgraph, legacy, openinference, pydantic_ai, semconv, traceloop, vercel
-from .base import AGENT, OTHER, TOOL, Message, Operation, RequestedCall, new_operation, span_name_subject, tool_error
+from .base import AGENT, OTHER, TOOL, Message, Operation, RequestedCall, span_name_subject, tool_error
 
 DIALECTS = (semconv, adk, vercel, pydantic_ai, openinference, legacy, traceloop)
 FRAMEWORKS = (langgraph, autogen)
@@ -233,7 +233,7 @@ def read_operation(record: SpanRecord) -> Operation | None:
             return None
     if kind == OTHER or (reading.ignores is not None and reading.ignores(record)):
         return None
-    op = new_operation(record, kind)
+    op = Operation(record, kind)
     reading.extract(record, op)  # type: ignore[misc]
     if reading.finish is not None:
         reading.finish(op)

@@ -123,9 +123,14 @@ class Operation:
     _canonical: tuple[Any, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __init__(self, record: SpanRecord, kind: str | None = None, **fields: Any) -> None:
-        """``fields``: any of the fields above by name. Spans are read through ``new_operation`` (no class
-        call); this is for the few other places that make one."""
-        _blank(self, record, kind)
+        """``fields``: any of the fields above by name. Written out: one is made for every span read, and
+        the generated ``__init__`` (its ``default_factory`` lists, ``__post_init__``) costs a fifth more."""
+        self.record, self.kind, self.span_id, self.agent_turn = record, kind, record.span_id, False
+        self.tool_call_ids, self.issues = [], []
+        self.agent_name = self.conversation_id = self.model = self.provider = self.output_messages = None
+        self.tool_name = self.tool_arguments = self.tool_result = self.handoff_to = self.transfer_argument = None
+        self.node_id = self.parent_node_id = self.graph_node = self.graph_namespace = self.error = None
+        self.usage = self.tool_definitions = self._input_messages = self._pending_input = self._canonical = None
         for name, value in fields.items():
             setattr(self, name, value)
 
@@ -193,29 +198,6 @@ class Operation:
 
     def reasoning_text(self) -> str | None:
         return reasoning_text(self.output_messages)
-
-
-_NEW = object.__new__
-
-
-def new_operation(record: SpanRecord, kind: str) -> Operation:
-    """``Operation(record, kind)``, made for every span read without calling the class: a class call
-    with a Python ``__init__`` runs it in a new interpreter frame through C (``type_call``), which cost
-    as much as setting the 27 fields; a function's call from Python and ``object.__new__`` do not."""
-    op = _NEW(Operation)
-    _blank(op, record, kind)
-    return op
-
-
-def _blank(op: Operation, record: SpanRecord, kind: str | None) -> None:
-    """Every field of ``op`` empty (the one place that lists them; written out, with no
-    ``default_factory`` lists nor ``__post_init__``)."""
-    op.record, op.kind, op.span_id, op.agent_turn = record, kind, record.span_id, False
-    op.tool_call_ids, op.issues = [], []
-    op.agent_name = op.conversation_id = op.model = op.provider = op.output_messages = None
-    op.tool_name = op.tool_arguments = op.tool_result = op.handoff_to = op.transfer_argument = None
-    op.node_id = op.parent_node_id = op.graph_node = op.graph_namespace = op.error = None
-    op.usage = op.tool_definitions = op._input_messages = op._pending_input = op._canonical = None
 
 
 def output_text(messages: list[Message] | None) -> str | None:
