@@ -34,13 +34,46 @@ dumps = fast_encode(json.JSONEncoder(default=str, sort_keys=True))
 (more than the C encoding of a small details dict)."""
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FLAT: dict[tuple[tuple[Any, ...], ...], str] = {}
+"""``dumps`` of flat details (a dict of scalars), keyed by keys, value types and values."""
+MAX_FLAT = 4096
+"""Flat details kept; the cache is emptied when full, so values seen once (judge reasons) cannot crowd it for long."""
+MAX_FLAT_TEXT = 512
+
+
+def flat_dumps(value: dict[Any, Any]) -> str:
+    """``dumps(value)``, kept for flat details: the deterministic evaluators' details are a few counts,
+    thresholds and reasons that recur run after run, and the C encoder's setup per call (a sorted copy of
+    the items, a markers dict, a float's repr) costs more than a look-up.
+
+    The key holds each value's type, so values equal across types (``1``, ``1.0``, ``True``) stay apart;
+    only dicts whose keys are ``str`` and values exact scalars are kept, never one holding a float zero
+    (``0.0 == -0.0``, spelled apart). An unhashable value (a list, a dict) is not flat: plain ``dumps``.
+    """
+    try:
+        key = (tuple(value), tuple(map(type, value.values())), tuple(value.values()))
+        text = _FLAT.get(key)
+    except TypeError:
+        return dumps(value)
+    if text is not None:
+        return text
+    text = dumps(value)
+    if (len(text) <= MAX_FLAT_TEXT and _SCALARS.issuperset(key[1]) and all(type(k) is str for k in key[0])
+            and not any(type(v) is float and not v for v in key[2])):
+        if len(_FLAT) >= MAX_FLAT:
+            _FLAT.clear()
+        _FLAT[key] = text
+    return text
+
+
 def fit_json(value: Any, limit: int) -> str:
     """``value`` as JSON of at most ``limit`` characters (``limit`` >= 2), valid whatever is cut.
 
     Within the limit: the plain ``dumps(value)``. Over it: shortened as the module says,
     a dict at the top (a non-dict value is put under ``"value"``).
     """
-    text = dumps(value)
+    text = flat_dumps(value) if type(value) is dict else dumps(value)
     if len(text) <= limit:
         return text
     tree = json.loads(text)  # a plain copy: dicts, lists, strings, numbers (default=str applied)

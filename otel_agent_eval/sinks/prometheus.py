@@ -40,7 +40,8 @@ class _Series:
     def __init__(self, size: int, created: float) -> None:
         self.buckets = [0.0] * size
         self.sum = 0.0
-        self.exemplars: list[Exemplar | None] = [None] * size
+        self.exemplars: list[tuple[dict[str, str], float, float] | None] = [None] * size
+        """Each bucket's latest exemplar as ``Exemplar``'s fields: the object is made at scrape time, not per score."""
         self.created = created
 
 
@@ -105,7 +106,7 @@ class ResultMetrics(Collector):
                     for bound, n, exemplar in zip(bounds, buckets, exemplars):
                         count += n
                         metric.add_sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, count,
-                                          exemplar=exemplar)
+                                          exemplar=None if exemplar is None else Exemplar(*exemplar))
                     metric.add_sample(name + "_count", labels, count)
                     metric.add_sample(name + "_sum", labels, total)
                 if created:
@@ -140,7 +141,7 @@ def _observe(series_of: dict[tuple[str, ...], _Series], key: tuple[str, ...], bo
     if i < len(bounds) and value <= bounds[i]:
         series.buckets[i] += 1.0
         if exemplar is not None:
-            series.exemplars[i] = Exemplar(exemplar, value, now)
+            series.exemplars[i] = (exemplar, value, now)
 
 
 class PrometheusSink:

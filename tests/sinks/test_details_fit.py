@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_agent_eval.model import EvalResult
-from otel_agent_eval.sinks.fit import SHORTENED_KEY, dumps, fit_json
+from otel_agent_eval.sinks.fit import SHORTENED_KEY, dumps, fit_json, flat_dumps
 from otel_agent_eval.sinks.otel import MAX_DETAILS, log_attributes
 
 
@@ -122,3 +122,24 @@ def test_dumps_still_refuses_a_circular_value_and_is_not_left_confused_by_it() -
         raise AssertionError("a circular value was encoded")
     shared = {"x": 1}
     assert dumps({"a": shared, "b": shared}) == '{"a": {"x": 1}, "b": {"x": 1}}'  # seen twice, not a cycle
+
+
+flat_values = st.none() | st.booleans() | st.integers(min_value=-3, max_value=3) | st.sampled_from([0.0, -0.0, 1.0, 2.5]) \
+    | st.floats() | st.sampled_from(["a", "b", "\u00e9"]) | st.builds(_Opaque) | st.tuples(st.integers(max_value=2))
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), flat_values, max_size=3)
+                | st.dictionaries(st.integers(0, 1) | st.booleans(), flat_values, max_size=2), min_size=1, max_size=8))
+def test_flat_details_kept_encoded_are_written_as_dumps_writes_them(details: list[dict[Any, Any]]) -> None:
+    """Details kept encoded (``flat_dumps``) are never confused with others equal to them across types:
+    ``1`` / ``1.0`` / ``True``, ``0.0`` / ``-0.0``, ``"1"`` / ``1`` / ``True`` keys, in any order."""
+    for value in [*details, *details]:  # each seen twice: the second from the cache when kept
+        assert flat_dumps(value) == json.dumps(value, default=str, sort_keys=True)
+
+
+def test_flat_details_equal_across_types_keep_their_own_text() -> None:
+    for value, text in (({"a": 1}, '{"a": 1}'), ({"a": True}, '{"a": true}'), ({"a": 1.0}, '{"a": 1.0}'),
+                        ({"a": 0.0}, '{"a": 0.0}'), ({"a": -0.0}, '{"a": -0.0}'), ({1: "x"}, '{"1": "x"}'),
+                        ({True: "x"}, '{"true": "x"}'), ({"a": 1}, '{"a": 1}'), ({"a": -0.0}, '{"a": -0.0}')):
+        assert flat_dumps(value) == text
