@@ -5,6 +5,14 @@ A trace is complete when its local root span has ended plus ``settle_delay``
 the root is in another process or never ends), or at ``max_age`` after its
 first span (long-running agents still get evaluated).
 
+Finding the complete traces costs O(traces completed), not O(traces buffered):
+each of the three clocks has its own queue in deadline order (traces by first
+span, by last span, roots by end), and ``pop_complete`` reads each queue only up
+to the first deadline not yet reached. A scan of every buffered trace per tick
+cost 23 ms at 20,000 buffered traces and 355 ms at 100,000, ten times a second,
+on the collector thread of the app or of ``serve``. ``now`` must not go back
+(the pipeline's clock is monotonic).
+
 Late-span policy: a span arriving for a trace completed within the last
 ``late_window`` traces is dropped and counted as ``late_span``; the trace is not
 evaluated twice. A span for a trace older than that opens a new buffer entry
@@ -36,7 +44,7 @@ headers), so ``max_bytes`` holds in RSS too (``benchmarks/memory.py``).
 from __future__ import annotations
 
 import sys
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
@@ -150,6 +158,8 @@ class _Entry:
     spans: list[Any] = field(default_factory=list)
     logs: list[LogRecordData] = field(default_factory=list)
     root_ended_at: float | None = None
+    arrival: int = 0
+    """Its place in arrival order (``pop_complete`` returns traces in that order)."""
     bytes: int = 0
     """Sum of ``estimate_size`` of its spans and logs."""
     dropped: int = 0
@@ -191,7 +201,13 @@ class TraceBuffer:
         self.bytes = 0
         """Estimated bytes of everything buffered now (the ``max_bytes`` bound's measure)."""
         self._on_drop = on_drop
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()  # insertion order = age
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()  # insertion order = age (``max_age`` order)
+        self._by_last_seen: OrderedDict[int, None] = OrderedDict()
+        """The buffered trace ids, the least recently added to first (``idle_timeout`` order)."""
+        self._roots_ended: deque[tuple[float, int]] = deque()
+        """(root end, trace id) in end order (``settle_delay`` order); an item whose trace has completed
+        since, or whose root ended again later, is passed over when its turn comes."""
+        self._arrivals = 0
         self._completed: OrderedDict[int, None] = OrderedDict()
         self._late_window = late_window
 
@@ -214,6 +230,7 @@ class TraceBuffer:
         entry.spans.append(span)
         if is_local_root:
             entry.root_ended_at = now
+            self._roots_ended.append((now, trace_id))
         self._grow(trace_id, entry, size)
 
     def add_log(self, log: LogRecordData, now: float) -> None:
@@ -238,7 +255,9 @@ class TraceBuffer:
                 return None
             if len(self._entries) >= self.max_traces:
                 self._evict(next(iter(self._entries)))
-            entry = self._entries[trace_id] = _Entry(first_seen=now, last_seen=now)
+            self._arrivals += 1
+            entry = self._entries[trace_id] = _Entry(first_seen=now, last_seen=now, arrival=self._arrivals)
+            self._by_last_seen[trace_id] = None
         if len(entry.spans) + len(entry.logs) >= self.max_spans_per_trace or (
             self.max_bytes and entry.bytes + size > self.max_bytes
         ):
@@ -246,6 +265,7 @@ class TraceBuffer:
             entry.dropped += 1
             return None
         entry.last_seen = now
+        self._by_last_seen.move_to_end(trace_id)
         return entry
 
     def _grow(self, trace_id: int, entry: _Entry, size: int) -> None:
@@ -267,37 +287,50 @@ class TraceBuffer:
 
     def _evict(self, trace_id: int) -> None:
         """Drop a buffered trace whole (``buffer_full``); its later spans count as late."""
-        entry = self._entries.pop(trace_id)
+        entry = self._pop(trace_id)
         self.bytes -= entry.bytes
         self._remember_completed(trace_id)  # its later spans count as late, not as a new trace
         self._on_drop("buffer_full", len(entry.spans))
 
     def pop_complete(self, now: float) -> list[CompletedTrace]:
-        done: list[CompletedTrace] = []
-        for trace_id, entry in list(self._entries.items()):
-            reason = self._completion_reason(entry, now)
-            if reason is not None:
-                done.append(self._complete(trace_id, reason))
-        return done
+        """The traces complete at ``now``, in arrival order, each with the first reason that applies
+        (root ended, then idle, then max age); each queue is read only up to its first deadline not reached."""
+        reasons: dict[int, str] = {}
+        roots = self._roots_ended
+        while roots and now - roots[0][0] >= self.settle_delay:
+            ended_at, trace_id = roots.popleft()
+            entry = self._entries.get(trace_id)
+            if entry is not None and entry.root_ended_at == ended_at:
+                reasons[trace_id] = ROOT_ENDED
+        for trace_id in self._by_last_seen:
+            if now - self._entries[trace_id].last_seen < self.idle_timeout:
+                break
+            reasons.setdefault(trace_id, IDLE_TIMEOUT)
+        for trace_id, entry in self._entries.items():
+            if now - entry.first_seen < self.max_age:
+                break
+            reasons.setdefault(trace_id, MAX_AGE)
+        if len(reasons) > 1:
+            order = sorted(reasons, key=lambda trace_id: self._entries[trace_id].arrival)
+        else:
+            order = list(reasons)
+        return [self._complete(trace_id, reasons[trace_id]) for trace_id in order]
 
     def pop_all(self, reason: str) -> list[CompletedTrace]:
         """Everything still buffered (``flush`` or ``shutdown``)."""
+        self._roots_ended.clear()
         return [self._complete(trace_id, reason) for trace_id in list(self._entries)]
 
-    def _completion_reason(self, entry: _Entry, now: float) -> str | None:
-        if entry.root_ended_at is not None and now - entry.root_ended_at >= self.settle_delay:
-            return ROOT_ENDED
-        if now - entry.last_seen >= self.idle_timeout:
-            return IDLE_TIMEOUT
-        if now - entry.first_seen >= self.max_age:
-            return MAX_AGE
-        return None
-
     def _complete(self, trace_id: int, reason: str) -> CompletedTrace:
-        entry = self._entries.pop(trace_id)
+        entry = self._pop(trace_id)
         self.bytes -= entry.bytes
         self._remember_completed(trace_id)
         return CompletedTrace(trace_id, entry.spans, reason, entry.logs, entry.dropped)
+
+    def _pop(self, trace_id: int) -> _Entry:
+        """Take a trace out of the buffer (its ``_roots_ended`` items are passed over when their turn comes)."""
+        del self._by_last_seen[trace_id]
+        return self._entries.pop(trace_id)
 
     def _remember_completed(self, trace_id: int) -> None:
         self._completed[trace_id] = None
