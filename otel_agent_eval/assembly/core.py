@@ -157,10 +157,13 @@ class TraceAssembly(TraceIndex):
         regroups = [rule for rule in REGROUPING if rule.hint in hints]
         ordered = in_start_order(self.ops.values())
         scopes: dict[int, Scope] = {}
-        if AGENT in kinds:
-            for op in ordered:
-                if op.kind == AGENT:
-                    scopes[op.span_id] = Scope(op.span_id, op, op.record)
+        agents = kinds.get(AGENT, 0)  # how many: the scan ends at the last (the first op, usually the only one)
+        for op in ordered if agents else ():
+            if op.kind == AGENT:
+                scopes[op.span_id] = Scope(op.span_id, op, op.record)
+                agents -= 1
+                if not agents:
+                    break
         for scope in list(scopes.values()):  # ``scope_of`` may add an implicit scope
             parent_agent = self.nearest(scope.key, AGENT)
             if parent_agent is not None:

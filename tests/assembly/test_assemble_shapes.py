@@ -360,6 +360,16 @@ def test_langgraph_node_metadata_marks_a_single_turn_node() -> None:
     assert (trace.agent_name, [s.output for s in trace.steps]) == ("LangGraph", ["hi"])
 
 
+def test_a_turn_node_is_found_when_another_agent_runs_a_tool_of_its_own() -> None:
+    # ``TurnNodes`` answers its common case (every agent the parent of a tool span) before walking the trace:
+    # here one agent has a tool span of its own and the other, a LangGraph turn node, has none
+    meta = json.dumps({"langgraph_node": "agent", "langgraph_step": 1})
+    spans = [oi(1, "boss", "AGENT", 0, 100, None, **{"agent.name": "boss"}), oi_tool(2, "lookup", 1, 5, 1, "x", "y"),
+             oi(3, "agent", "AGENT", 10, 20, 1, metadata=meta), oi_llm(4, 11, 19, 3, text="hi")]
+    (trace,) = assemble(spans)
+    assert (trace.agent_name, [s.thought for s in trace.steps], trace.children) == ("boss", ["hi"], [])
+
+
 def test_an_agent_that_answers_by_itself_stays_an_agent() -> None:
     # agent-as-tool with a single model call and no tool: a real nested agent, not a turn node
     spans = [oi(1, "boss", "AGENT", 0, 100, None, **{"agent.name": "boss"}), oi_llm(2, 0, 10, 1, calls=[("c1", "helper", {"q": 1})]),
