@@ -206,11 +206,21 @@ def unchecked_span_event(name: str, time_unix_nano: int, attributes: Mapping[str
 
 
 def trace_id_hex(trace_id: int) -> str:
-    return "%032x" % trace_id  # twice as fast as format(): called for every span assembled
+    """``"%032x" % trace_id``: its bytes' hex, a fourth cheaper, for an id in the 128 bits OTel ids have."""
+    try:
+        return trace_id.to_bytes(16, "big").hex()
+    except (OverflowError, AttributeError):  # wider, negative, not an int: as ``%`` writes it (or fails)
+        return "%032x" % trace_id
 
 
 def span_id_hex(span_id: int) -> str:
-    return "%016x" % span_id
+    """``"%016x" % span_id``: its bytes' hex, a fourth cheaper, for an id in the 64 bits OTel ids have. Written
+    out where assembly formats every span's id (``TraceAssembly._build``, ``StepDraft.to_step``): a call costs
+    more than this saves."""
+    try:
+        return span_id.to_bytes(8, "big").hex()
+    except (OverflowError, AttributeError):  # wider, negative, not an int: as ``%`` writes it (or fails)
+        return "%016x" % span_id
 
 
 def raw_attributes(span: Any) -> Mapping[str, Any]:

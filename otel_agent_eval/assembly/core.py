@@ -157,10 +157,12 @@ class TraceAssembly(TraceIndex):
         regroups = [rule for rule in REGROUPING if rule.hint in hints]
         ordered = in_start_order(self.ops.values())
         scopes: dict[int, Scope] = {}
-        if AGENT in kinds:
-            for op in ordered:
-                if op.kind == AGENT:
-                    scopes[op.span_id] = Scope(op.span_id, op, op.record)
+        agents = kinds.get(AGENT, 0)  # how many: the scan ends at the last (the first op, usually the only one)
+        for op in ordered if agents else ():
+            if op.kind == AGENT:
+                scopes[op.span_id] = Scope(op.span_id, op, op.record)
+                if len(scopes) == agents:
+                    break
         for scope in list(scopes.values()):  # ``scope_of`` may add an implicit scope
             parent_agent = self.nearest(scope.key, AGENT)
             if parent_agent is not None:
@@ -290,7 +292,7 @@ class TraceAssembly(TraceIndex):
                     return index
         names = {child.agent.agent_name, child.agent.node_id} - {None} if child.agent else set()
         for index, step in enumerate(steps):  # a handoff to this agent
-            if any(self.ops[i].handoff_to in names for i in map(_span_id, step.tool_span_hexes) if i in self.ops):
+            if any(self.ops[i].handoff_to in names for i in (int(h, 16) for h in step.tool_span_hexes) if i in self.ops):
                 return index
         start = child.root.start_time_unix_nano
         candidates = [i for i, step in enumerate(steps) if step.start <= start + CLOCK_SKEW_NS]
@@ -324,7 +326,10 @@ class TraceAssembly(TraceIndex):
                 call = draft.call_for(tool, call)
             record = tool.record
             call["executed"] = True
-            call["span_id"] = span_hex = "%016x" % tool.span_id  # ``span_id_hex``
+            try:  # ``span_id_hex``, written out
+                call["span_id"] = span_hex = tool.span_id.to_bytes(8, "big").hex()
+            except (OverflowError, AttributeError):  # wider than 64 bits, negative, not an int
+                call["span_id"] = span_hex = "%016x" % tool.span_id
             draft.tool_span_hexes.append(span_hex)
             call["start_time_unix_nano"] = record.start_time_unix_nano
             call["end_time_unix_nano"] = record.end_time_unix_nano
@@ -374,8 +379,7 @@ class TraceAssembly(TraceIndex):
             steps.append(draft.to_step(after - 1))
             after += 1
 
-        start = root.start_time_unix_nano
-        end = root.end_time_unix_nano
+        start, end = root.start_time_unix_nano, root.end_time_unix_nano
         for member in chain(scope.llms, scope.tools, scope.steps, scope.reruns):  # a loop: no attrgetter per span
             record = member.record
             if record.start_time_unix_nano < start:
@@ -502,10 +506,6 @@ class TraceAssembly(TraceIndex):
             if call is not None:
                 return draft, call if by == "args" else None  # ``attach`` asks by arguments before a handoff
         return drafts[(before or skewed or 1) - 1], None
-
-
-def _span_id(span_hex: str) -> int:
-    return int(span_hex, 16)
 
 
 def _agent_name(agent: Operation | None, root: SpanRecord, scope: Scope) -> str:

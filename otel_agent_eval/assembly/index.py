@@ -18,7 +18,7 @@ from .dialects.base import AGENT, Operation
 
 HINT_FIELDS = tuple(dict.fromkeys(rule.hint for rule in RULES if rule.hint != AGENT))
 """The ``Operation`` fields some rule is triggered by."""
-_SETS_A_HINT = eval("lambda op: bool(" + " or ".join(f"op.{name}" for name in HINT_FIELDS) + ")")
+_SETS_A_HINT = eval("lambda op: " + " or ".join(f"op.{name}" for name in HINT_FIELDS))
 """Does an operation set one of those fields? Asked of every operation, and most set none: a function made from
 the rules' hint fields, so that each is read by a specialised attribute load (``attrgetter`` of slots costs ~4x)."""
 

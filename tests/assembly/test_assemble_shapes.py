@@ -52,6 +52,19 @@ def test_siblings() -> None:
     assert steps(spans) == [[("t", "c1", "r", True, True)], []]
 
 
+def test_span_ids_are_written_as_16_hex_digits_and_any_other_id_as_percent_x_writes_it() -> None:
+    # ids are formatted from their 8 bytes, and by ``%016x`` when they have no 8 bytes (wider, negative)
+    ids = {"agent": 1, "chat": 0xAB, "tool": 2**64 - 1, "wide chat": 2**64 + 7, "wide tool": -3}
+    spans = [agent(ids["agent"]), chat(ids["chat"], 10, 20, calls=[("c1", "f", {})]),
+             tool(ids["tool"], "f", 21, 30, call_id="c1"), chat(ids["wide chat"], 31, 40, calls=[("c2", "g", {})]),
+             tool(ids["wide tool"], "g", 41, 50, call_id="c2"), chat(3, 51, 60, text="done")]
+    (trace,) = assemble(spans)
+    assert trace.agent_span_id == "0000000000000001" and trace.trace_id == "%032x" % 9
+    assert [s.span_ids for s in trace.steps] == [
+        ["00000000000000ab", "ffffffffffffffff"], ["%016x" % (2**64 + 7), "-000000000000003"], ["0000000000000003"]]
+    assert [[c.span_id for c in s.tool_calls] for s in trace.steps] == [["ffffffffffffffff"], ["-000000000000003"], []]
+
+
 def test_cousins_under_node_spans_matched_by_id() -> None:
     # LangGraph / Koog: agent -> node(llm) ; node(tools) -> tools ; the second tool starts first
     spans = [agent(), span(10, "node.callLLM", 0, 10), chat(2, 1, 9, 10, calls=[("c1", "a", {}), ("c2", "b", {})]),
@@ -358,6 +371,16 @@ def test_langgraph_node_metadata_marks_a_single_turn_node() -> None:
              oi_llm(3, 1, 9, 2, text="hi")]
     (trace,) = assemble(spans)
     assert (trace.agent_name, [s.output for s in trace.steps]) == ("LangGraph", ["hi"])
+
+
+def test_a_turn_node_is_found_when_another_agent_runs_a_tool_of_its_own() -> None:
+    # ``TurnNodes`` answers its common case (every agent the parent of a tool span) before walking the trace:
+    # here one agent has a tool span of its own and the other, a LangGraph turn node, has none
+    meta = json.dumps({"langgraph_node": "agent", "langgraph_step": 1})
+    spans = [oi(1, "boss", "AGENT", 0, 100, None, **{"agent.name": "boss"}), oi_tool(2, "lookup", 1, 5, 1, "x", "y"),
+             oi(3, "agent", "AGENT", 10, 20, 1, metadata=meta), oi_llm(4, 11, 19, 3, text="hi")]
+    (trace,) = assemble(spans)
+    assert (trace.agent_name, [s.thought for s in trace.steps], trace.children) == ("boss", ["hi"], [])
 
 
 def test_an_agent_that_answers_by_itself_stays_an_agent() -> None:

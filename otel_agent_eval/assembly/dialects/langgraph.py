@@ -230,6 +230,17 @@ class TurnNodes(Rule):
         answers by itself, and keeps its scope; so does a nested graph (a whole run).
         """
         ops = assembly.ops
+        # The common case first: every agent is the parent of a tool span, seen as soon as one tool span of each
+        # agent is (the index counts the agents); the walk below only when some agent has none.
+        pending = assembly.kinds.get(AGENT, 0)
+        seen: set[int] = set()
+        for op in ops.values():
+            if op.kind == TOOL:
+                parent = ops.get(op.record.parent_span_id)  # type: ignore[arg-type]
+                if parent is not None and parent.kind == AGENT and parent.span_id not in seen:
+                    seen.add(parent.span_id)
+                    if len(seen) == pending:
+                        return
         agents: list[Operation] = []
         with_tools: set[int | None] = set()  # parents of tool spans
         for op in ops.values():
