@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_agent_eval.pipeline.buffer import IDLE_TIMEOUT, MAX_AGE, ROOT_ENDED, TraceBuffer
+from otel_agent_eval.pipeline.buffer import (
+    IDLE_TIMEOUT,
+    MAX_AGE,
+    ROOT_ENDED,
+    TraceBuffer,
+)
 
 SETTLE, IDLE, MAX_AGE_SECONDS = 2.0, 5.0, 12.0
 
