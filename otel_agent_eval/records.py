@@ -214,9 +214,7 @@ def trace_id_hex(trace_id: int) -> str:
 
 
 def span_id_hex(span_id: int) -> str:
-    """``"%016x" % span_id``: its bytes' hex, a fourth cheaper, for an id in the 64 bits OTel ids have. Written
-    out where assembly formats every span's id (``TraceAssembly._build``, ``StepDraft.to_step``): a call costs
-    more than this saves."""
+    """``"%016x" % span_id``: its bytes' hex, a fourth cheaper, for an id in the 64 bits OTel ids have."""
     try:
         return span_id.to_bytes(8, "big").hex()
     except (OverflowError, AttributeError):  # wider, negative, not an int: as ``%`` writes it (or fails)

@@ -326,10 +326,7 @@ class TraceAssembly(TraceIndex):
                 call = draft.call_for(tool, call)
             record = tool.record
             call["executed"] = True
-            try:  # ``span_id_hex``, written out
-                call["span_id"] = span_hex = tool.span_id.to_bytes(8, "big").hex()
-            except (OverflowError, AttributeError):  # wider than 64 bits, negative, not an int
-                call["span_id"] = span_hex = "%016x" % tool.span_id
+            call["span_id"] = span_hex = span_id_hex(tool.span_id)
             draft.tool_span_hexes.append(span_hex)
             call["start_time_unix_nano"] = record.start_time_unix_nano
             call["end_time_unix_nano"] = record.end_time_unix_nano

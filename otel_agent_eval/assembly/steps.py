@@ -292,11 +292,7 @@ class StepDraft:
         step = self.step
         llms = self.llms
         if step is None and len(llms) == 1:  # the common case: one model call, no step span
-            try:  # ``span_id_hex``, written out
-                span_hex = llm.span_id.to_bytes(8, "big").hex()  # type: ignore[union-attr]
-            except (OverflowError, AttributeError):  # wider than 64 bits, negative, not an int
-                span_hex = "%016x" % llm.span_id  # type: ignore[union-attr]
-            span_ids = [span_hex, *self.tool_span_hexes]
+            span_ids = [span_id_hex(llm.span_id), *self.tool_span_hexes]  # type: ignore[union-attr]
             issues = llm.issues + self.issues  # type: ignore[union-attr]
             usage = llm.usage  # type: ignore[union-attr]  # ``total_usage``
             if usage is None:

@@ -310,10 +310,7 @@ class TraceBuffer:
             if now - entry.first_seen < self.max_age:
                 break
             reasons.setdefault(trace_id, MAX_AGE)
-        if len(reasons) > 1:
-            order = sorted(reasons, key=lambda trace_id: self._entries[trace_id].arrival)
-        else:
-            order = list(reasons)
+        order = sorted(reasons, key=lambda trace_id: self._entries[trace_id].arrival)
         return [self._complete(trace_id, reasons[trace_id]) for trace_id in order]
 
     def pop_all(self, reason: str) -> list[CompletedTrace]:
