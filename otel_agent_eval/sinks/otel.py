@@ -88,11 +88,25 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     return attributes
 
 
+def explanation_text(explanation: str) -> str:
+    """A result's explanation as emitted (a function of the explanation alone: serve's encoder keeps it by text)."""
+    return explanation[:MAX_EXPLANATION]
+
+
+def details_text(details: Any) -> str:
+    """A result's details as emitted: JSON of at most ``MAX_DETAILS`` characters."""
+    return fit_json(details, MAX_DETAILS)
+
+
 def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
+    """A result record's attributes. ``otlp_direct.py`` encodes them from templates it derives from this
+    function (see there): a value that changes from result to result comes from ``explanation``,
+    ``result_id``, ``score`` or ``details`` (through the functions above), the rest from the evaluator,
+    label, agent, version and service."""
     attributes: dict[str, Any] = {
         "gen_ai.evaluation.name": result.evaluator,
         "gen_ai.evaluation.score.label": result.label,
-        "gen_ai.evaluation.explanation": result.explanation[:MAX_EXPLANATION],
+        "gen_ai.evaluation.explanation": explanation_text(result.explanation),
         "gen_ai.agent.name": result.agent_name,
         "agent_eval.result_id": result.result_id,
         "agent_eval.evaluator.version": result.evaluator_version,
@@ -104,7 +118,7 @@ def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
     if result.label == "error":
         attributes["error.type"] = str(result.details.get("reason", "_OTHER"))
     if result.details:
-        attributes["agent_eval.details"] = fit_json(result.details, MAX_DETAILS)
+        attributes["agent_eval.details"] = details_text(result.details)
     return attributes
 
 

@@ -30,11 +30,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ..metadata import SERVICE_NAME
-from ..model import EvaluatedTrace
-from .otel import EVENT_NAME, SCOPE_NAME, SPAN_NAMES, log_attributes, span_attributes
+from ..model import EvalResult, EvaluatedTrace
+from .otel import (EVENT_NAME, SCOPE_NAME, SPAN_NAMES, details_text, explanation_text, log_attributes,
+                   span_attributes)
+from .fit import exact_key, flat_key
 from .otlp_export import ExportTally
 
 _logger = logging.getLogger("otel_agent_eval.export")
@@ -184,9 +187,13 @@ class Limits:
         self.count = count
         self.length = length
 
+    def reach(self, count: int) -> bool:
+        """Whether ``count`` attributes would be cut or counted dropped (a length limit reaches any text)."""
+        return self.length is not None or (self.count is not None and count > self.count)
+
     def apply(self, values: dict[str, Any]) -> tuple[Mapping[str, Any], int]:
         """The attributes as the SDK keeps them, and how many it drops: only limits in reach cost anything."""
-        if self.length is None and (self.count is None or len(values) <= self.count):
+        if not self.reach(len(values)):
             return values, 0
         from opentelemetry.attributes import BoundedAttributes
 
@@ -230,39 +237,238 @@ def _random_id(bits: int) -> int:
             return value
 
 
+_NAMES: dict[tuple[str, str], bytes] = {}
+"""The evaluation span's name field per phase and agent."""
+
+
+def _name(phase: str, agent_name: str) -> bytes:
+    """The evaluation span's name field (kept: a few agents, two phases)."""
+    key = (phase, agent_name)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _text(b"\x2a", f"{SPAN_NAMES[phase]} {agent_name}")
+        if type(agent_name) is str and len(agent_name) <= MAX_CACHED_TEXT:
+            if len(_NAMES) >= MAX_CACHED_FIELDS:
+                _NAMES.clear()
+            _NAMES[key] = name
+    return name
+
+
 def evaluation_span(evaluated: EvaluatedTrace, limits: Limits) -> bytes:
     """The evaluation span's ``Span`` message: a child of the evaluated agent span (a remote parent),
-    or, with no agent span, the root of a new trace (the SDK's answer to an invalid parent)."""
+    or, with no agent span, the root of a new trace (the SDK's answer to an invalid parent).
+
+    The trace's fields are read from its ``__dict__`` (a pydantic model's ``__getattr__`` makes each
+    attribute read a slow generic look-up); ids have a fixed length, so their fields are spelled out."""
     t = evaluated.trace
-    trace_id = int(t.trace_id, 16) if t.trace_id else 0
-    parent = int(t.agent_span_id, 16) if t.agent_span_id else 0
+    fields = t.__dict__
+    trace_id = int(fields["trace_id"], 16) if fields["trace_id"] else 0
+    parent = int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0
     if trace_id and parent:
-        ids = (_field(b"\x0a", trace_id.to_bytes(16, "big")) + _field(b"\x12", _random_id(64).to_bytes(8, "big"))
-               + _field(b"\x22", parent.to_bytes(8, "big")))
+        ids = (b"\x0a\x10" + trace_id.to_bytes(16, "big") + b"\x12\x08"
+               + (random.getrandbits(64) or _random_id(64)).to_bytes(8, "big") + b"\x22\x08" + parent.to_bytes(8, "big"))
         flags = _FLAGS_REMOTE_PARENT
     else:
-        ids = _field(b"\x0a", _random_id(128).to_bytes(16, "big")) + _field(b"\x12", _random_id(64).to_bytes(8, "big"))
+        ids = (b"\x0a\x10" + _random_id(128).to_bytes(16, "big") + b"\x12\x08"
+               + _random_id(64).to_bytes(8, "big"))
         flags = _FLAGS_LOCAL_PARENT
     kept, dropped = limits.apply(span_attributes(evaluated))
-    return (ids + _text(b"\x2a", f"{SPAN_NAMES[evaluated.phase]} {t.agent_name}") + _KIND_INTERNAL
+    return (ids + _name(evaluated.phase, fields["agent_name"]) + _KIND_INTERNAL
             + b"\x39" + _pack_fixed64(evaluated.started_ns) + b"\x41" + _pack_fixed64(evaluated.ended_ns)
             + attributes(b"\x4a", kept) + (b"\x50" + _varint(dropped) if dropped else b"") + _EMPTY_STATUS + flags)
 
 
-def result_records(evaluated: EvaluatedTrace, limits: Limits, observed_ns: int) -> list[bytes]:
-    """One ``LogRecord`` message per result, in the evaluated span's context."""
-    t = evaluated.trace
-    trace_id = int(t.trace_id, 16) if t.trace_id else 0
-    span_id = int(t.agent_span_id, 16) if t.agent_span_id else 0
+def result_records(evaluated: EvaluatedTrace, limits: Limits, observed_ns: int,
+                   templates: RecordTemplates | None = None) -> list[bytes]:
+    """One ``LogRecord`` message per result, in the evaluated span's context; its attributes from a
+    template when ``templates`` has one for the result, else from ``log_attributes``."""
+    fields = evaluated.trace.__dict__
+    trace_id = int(fields["trace_id"], 16) if fields["trace_id"] else 0
+    span_id = int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0
     common = (b"\x09" + _pack_fixed64(evaluated.ended_ns) + b"\x59" + _pack_fixed64(observed_ns) + _SEVERITY_INFO
-              + _EMPTY_BODY + _SAMPLED_FLAGS + (_field(b"\x4a", trace_id.to_bytes(16, "big")) if trace_id else b"")
-              + (_field(b"\x52", span_id.to_bytes(8, "big")) if span_id else b"") + _EVENT)
-    service = t.metadata.get(SERVICE_NAME)
+              + _EMPTY_BODY + _SAMPLED_FLAGS + (b"\x4a\x10" + trace_id.to_bytes(16, "big") if trace_id else b"")
+              + (b"\x52\x08" + span_id.to_bytes(8, "big") if span_id else b"") + _EVENT)
+    service = fields["metadata"].get(SERVICE_NAME)
     out = []
     for result in evaluated.results:
+        if templates is not None:
+            encoded = templates.encode(result, service)
+            if encoded is not None:
+                out.append(common + encoded)
+                continue
         kept, dropped = limits.apply(log_attributes(result, service))
         out.append(common + attributes(b"\x32", kept) + (b"\x38" + _varint(dropped) if dropped else b""))
     return out
+
+
+# --------------------------------------------------------------------------- result records from templates
+
+
+class _General(Exception):
+    """A value the template does not encode: the record goes the general way (``log_attributes``)."""
+
+
+_VARYING: dict[str, Callable[[Any], Any] | None] = {"explanation": explanation_text, "score": None,
+                                                    "details": details_text}
+"""The result fields whose attributes change from result to result but recur (a record's encoded attributes are
+kept by their values), and the function of ``otel.py`` that makes each one's value (None: the field itself)."""
+_UNIQUE = "result_id"
+"""The field whose attribute is new in every record: written each time, between the kept parts."""
+_KEY_FIELDS = ("evaluator", "label", "agent_name", "evaluator_version")
+"""With the run's service, the score's type and whether there are details: what a template is made for."""
+_key_fields = itemgetter(*_KEY_FIELDS)
+MAX_TEMPLATES = 1024
+"""Templates kept (a few per evaluator and agent); emptied when full."""
+MAX_KEPT_RECORDS = 4096
+"""Records' encoded attributes kept by their varying values; emptied when full."""
+MAX_KEPT_BYTES = 1024
+
+
+def _probe(result: EvalResult, n: int) -> EvalResult:
+    """``result`` with every field outside the key changed (text that no other field holds), as each probe does
+    differently: an attribute that follows such a field other than as ``_VARYING`` says then shows."""
+    update: dict[str, Any] = {name: f"probe {n} {name} \u2713" for name in type(result).model_fields
+                              if name not in _KEY_FIELDS}
+    update["score"] = None if result.score is None else n / 4
+    update["details"] = {"reason": f"probe {n} reason", "probe": n} if result.details else {}
+    return result.model_copy(update=update)
+
+
+def _value_of(probe: EvalResult, field: str) -> Any:
+    make = _VARYING.get(field)
+    value = getattr(probe, field)
+    return value if make is None else make(value)
+
+
+def _slot(tag: bytes, key: str, field: str, probe: EvalResult) -> Callable[[dict[str, Any]], bytes]:
+    """The encoder of one varying attribute: the whole field (tag, length, ``KeyValue``) from the result's fields
+    (its ``__dict__``: a pydantic model's ``__getattr__`` makes each attribute read a slow generic look-up)."""
+    head = _key(key) + b"\x12"
+    small = _SMALL
+    if type(getattr(probe, field)) is float:
+        whole = tag + _varint(len(head) + 10) + head + b"\x09\x21"
+        pack = _pack_double
+        return lambda values: whole + pack(values[field])
+    make = _VARYING.get(field)
+
+    def text(values: dict[str, Any]) -> bytes:
+        value = values[field] if make is None else make(values[field])
+        if type(value) is not str:
+            raise _General
+        raw = value.encode("utf-8")
+        n = len(raw)
+        encoded = b"\x0a" + (small[n] if n < 128 else _varint(n)) + raw
+        n = len(encoded)
+        pair = head + (small[n] if n < 128 else _varint(n)) + encoded
+        n = len(pair)
+        return tag + (small[n] if n < 128 else _varint(n)) + pair
+    return text
+
+
+_Parts = tuple[bytes | Callable[[dict[str, Any]], bytes], ...]
+_Template = tuple[_Parts, Callable[[dict[str, Any]], bytes] | None, _Parts]
+"""A record's attributes: the parts before the unique field, its encoder (None: no such attribute), the parts
+after; a part is encoded constants or the encoder of a varying field."""
+
+
+def record_template(tag: bytes, result: EvalResult, service: Any, limits: Limits) -> _Template | None:
+    """The attributes of records like ``result``, derived from ``log_attributes`` over two probes; None when such
+    a record goes the general way (a value type not kept here, an attribute limit in reach, an attribute that
+    follows neither the key nor a field of ``_VARYING`` / ``_UNIQUE``)."""
+    if type(result) is not EvalResult or type(result.score) not in (float, type(None)) or not (
+            service is None or type(service) is str) or any(type(getattr(result, n)) is not str for n in _KEY_FIELDS):
+        return None
+    try:
+        probes = _probe(result, 1), _probe(result, 2)
+        first, second = (log_attributes(p, service) for p in probes)
+    except Exception:  # a result the probes do not fit: the general way
+        return None
+    if list(first) != list(second) or limits.reach(len(first)):
+        return None
+    done: list[_Parts] = []
+    parts: list[bytes | Callable[[dict[str, Any]], bytes]] = []
+    unique: Callable[[dict[str, Any]], bytes] | None = None
+    constants: dict[str, Any] = {}
+    for key, value in first.items():
+        other = second[key]
+        if value == other and type(value) is type(other):
+            constants[key] = value
+            continue
+        field = next((name for name in (*_VARYING, _UNIQUE) if _value_of(probes[0], name) == value
+                      and _value_of(probes[1], name) == other), None)
+        if field is None or type(value) not in (str, float) or type(value) is not type(other) or (
+                field == _UNIQUE and unique is not None):
+            return None
+        if constants:
+            parts.append(attributes(tag, constants))
+            constants = {}
+        if field == _UNIQUE:
+            unique = _slot(tag, key, field, probes[0])
+            done.append(tuple(parts))
+            parts = []
+        else:
+            parts.append(_slot(tag, key, field, probes[0]))
+    if constants:
+        parts.append(attributes(tag, constants))
+    done.append(tuple(parts))
+    return done[0], unique, done[1] if unique else ()
+
+
+def _joined(parts: _Parts, values: dict[str, Any]) -> bytes:
+    return b"".join([part if part.__class__ is bytes else part(values) for part in parts])  # type: ignore[operator,misc]
+
+
+class RecordTemplates:
+    """Result records' attributes encoded from templates (one per evaluator, label, agent, version, service, score
+    type and details present or not) and kept by the values that recur (explanation, score, details): a record
+    seen before is one look-up and its result id, without the attribute dict. Same bytes as ``log_attributes``
+    + ``attributes`` (``tests/sinks/test_record_templates.py``)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._templates: dict[tuple[Any, ...], _Template | None] = {}
+        self._kept: dict[tuple[Any, ...], tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes]] = {}
+
+    def encode(self, result: EvalResult, service: Any) -> bytes | None:
+        """The record's attribute fields, or None: the general way."""
+        values = result.__dict__
+        score = values["score"]
+        details = values["details"]
+        shape = (_key_fields(values), service, type(score), not details, type(result))
+        try:
+            key: tuple[Any, ...] | None = (shape, values["explanation"], None if score is None else _pack_double(score),
+                                           flat_key(details) if details else None)
+            kept = self._kept.get(key)  # type: ignore[arg-type]
+        except (TypeError, OverflowError, struct.error):  # unhashable details or service, a score not a number
+            key = kept = None
+        if kept is None:
+            kept = self._fill(shape, result, service, values)
+            if kept is None:
+                return None
+            if (key is not None and (not details or exact_key(key[3])) and type(key[1]) is str
+                    and len(key[1]) <= MAX_CACHED_TEXT and len(kept[0]) + len(kept[2]) <= MAX_KEPT_BYTES):
+                if len(self._kept) >= MAX_KEPT_RECORDS:
+                    self._kept.clear()
+                self._kept[key] = kept
+        before, unique, after = kept
+        return before + unique(values) + after if unique is not None else before
+
+    def _fill(self, shape: tuple[Any, ...], result: EvalResult, service: Any, values: dict[str, Any]
+              ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
+        try:
+            template = self._templates[shape]
+        except KeyError:
+            if len(self._templates) >= MAX_TEMPLATES:
+                self._templates.clear()
+            template = self._templates[shape] = record_template(b"\x32", result, service, self._limits)
+        except TypeError:  # an unhashable service
+            return None
+        if template is None:
+            return None
+        try:
+            return _joined(template[0], values), template[1], _joined(template[2], values)
+        except _General:
+            return None
 
 
 def resource_and_scope(resource: Any) -> tuple[bytes, bytes]:
@@ -407,6 +613,7 @@ class DirectOtlpSink:
         self._records = log_records
         self._span_limits = span_limits() if spans is not None else None
         self._log_limits = log_limits() if log_records is not None else None
+        self._templates = RecordTemplates(self._log_limits) if self._log_limits is not None else None
 
     @property
     def queues(self) -> list[ResultQueue]:
@@ -416,4 +623,4 @@ class DirectOtlpSink:
         if self._spans is not None:
             self._spans.put([evaluation_span(evaluated, self._span_limits)])  # type: ignore[arg-type]
         if self._records is not None and evaluated.results:
-            self._records.put(result_records(evaluated, self._log_limits, time.time_ns()))  # type: ignore[arg-type]
+            self._records.put(result_records(evaluated, self._log_limits, time.time_ns(), self._templates))  # type: ignore[arg-type]
