@@ -35,9 +35,16 @@ from typing import Any
 
 from ..metadata import SERVICE_NAME
 from ..model import EvalResult, EvaluatedTrace
-from .otel import (EVENT_NAME, SCOPE_NAME, SPAN_NAMES, details_text, explanation_text, log_attributes,
-                   span_attributes)
 from .fit import exact_key, flat_key
+from .otel import (
+    EVENT_NAME,
+    SCOPE_NAME,
+    SPAN_NAMES,
+    details_text,
+    explanation_text,
+    log_attributes,
+    span_attributes,
+)
 from .otlp_export import ExportTally
 
 _logger = logging.getLogger("otel_agent_eval.export")
@@ -451,7 +458,12 @@ class RecordTemplates:
                     self._kept.clear()
                 self._kept[key] = kept
         before, unique, after = kept
-        return before + unique(values) + after if unique is not None else before
+        if unique is None:
+            return before
+        try:
+            return before + unique(values) + after
+        except _General:
+            return None
 
     def _fill(self, shape: tuple[Any, ...], result: EvalResult, service: Any, values: dict[str, Any]
               ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
