@@ -22,6 +22,7 @@ endpoint) is the OTLP exporters' own, handed in as ``send``: see ``serve/export.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -34,7 +35,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..metadata import SERVICE_NAME
-from ..model import EvalResult, EvaluatedTrace
+from ..model import AgentTrace, EvalResult, EvaluatedTrace
 from .fit import exact_key, flat_key
 from .otel import (
     EVENT_NAME,
@@ -261,7 +262,7 @@ def _name(phase: str, agent_name: str) -> bytes:
     return name
 
 
-def evaluation_span(evaluated: EvaluatedTrace, limits: Limits) -> bytes:
+def evaluation_span(evaluated: EvaluatedTrace, limits: Limits, templates: SpanTemplates | None = None) -> bytes:
     """The evaluation span's ``Span`` message: a child of the evaluated agent span (a remote parent),
     or, with no agent span, the root of a new trace (the SDK's answer to an invalid parent).
 
@@ -279,10 +280,13 @@ def evaluation_span(evaluated: EvaluatedTrace, limits: Limits) -> bytes:
         ids = (b"\x0a\x10" + _random_id(128).to_bytes(16, "big") + b"\x12\x08"
                + _random_id(64).to_bytes(8, "big"))
         flags = _FLAGS_LOCAL_PARENT
-    kept, dropped = limits.apply(span_attributes(evaluated))
+    encoded = templates.encode(evaluated, fields) if templates is not None else None
+    if encoded is None:
+        kept, dropped = limits.apply(span_attributes(evaluated))
+        encoded = attributes(b"\x4a", kept) + (b"\x50" + _varint(dropped) if dropped else b"")
     return (ids + _name(evaluated.phase, fields["agent_name"]) + _KIND_INTERNAL
             + b"\x39" + _pack_fixed64(evaluated.started_ns) + b"\x41" + _pack_fixed64(evaluated.ended_ns)
-            + attributes(b"\x4a", kept) + (b"\x50" + _varint(dropped) if dropped else b"") + _EMPTY_STATUS + flags)
+            + encoded + _EMPTY_STATUS + flags)
 
 
 def result_records(evaluated: EvaluatedTrace, limits: Limits, observed_ns: int,
@@ -331,14 +335,18 @@ MAX_KEPT_RECORDS = 4096
 MAX_KEPT_BYTES = 1024
 
 
+def _varied(model: Any, n: int, keep: Sequence[str], **update: Any) -> Any:
+    """``model`` with every field outside ``keep`` changed to text that no other field holds, as each probe ``n``
+    does differently: an attribute that follows such a field other than as expected then shows."""
+    return model.model_copy(update={**{name: f"probe {n} {name} \u2713" for name in type(model).model_fields
+                                       if name not in keep}, **update})
+
+
 def _probe(result: EvalResult, n: int) -> EvalResult:
-    """``result`` with every field outside the key changed (text that no other field holds), as each probe does
-    differently: an attribute that follows such a field other than as ``_VARYING`` says then shows."""
-    update: dict[str, Any] = {name: f"probe {n} {name} \u2713" for name in type(result).model_fields
-                              if name not in _KEY_FIELDS}
-    update["score"] = None if result.score is None else n / 4
-    update["details"] = {"reason": f"probe {n} reason", "probe": n} if result.details else {}
-    return result.model_copy(update=update)
+    """A probe of the records like ``result``: its key kept, the rest varied."""
+    return _varied(result, n, _KEY_FIELDS, score=None if result.score is None else n / 4,
+                   details={"reason": f"probe {n} reason", "probe": n} if result.details else {})
+
 
 
 def _value_of(probe: EvalResult, field: str) -> Any:
@@ -481,6 +489,88 @@ class RecordTemplates:
             return _joined(template[0], values), template[1], _joined(template[2], values)
         except _General:
             return None
+
+
+_SPAN_KEY_FIELDS = ("agent_name", "partial", "spans_dropped")
+"""With the phase, the service, whether there is an agent span, and each result's evaluator, label and score:
+what an evaluation span's attributes are kept by."""
+_span_key_fields = itemgetter(*_SPAN_KEY_FIELDS)
+_RESULT_KEY_FIELDS = ("evaluator", "label", "score")
+_result_key_fields = itemgetter(*_RESULT_KEY_FIELDS)
+
+
+class SpanTemplates:
+    """The evaluation span's attributes kept by what they are made of (the agent, phase, service, and each result's
+    evaluator, label and score), with the evaluated span id written in each time: a span seen before is a key and
+    a look-up, without the attribute dict and its encoding. What is kept is checked on first sight against
+    ``span_attributes`` of a probe run (every other field of the trace and results changed); a span that does not
+    follow the key, or that an attribute limit reaches, is not kept. Same bytes as ``span_attributes`` +
+    ``attributes`` (``tests/sinks/test_record_templates.py``)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._kept: dict[tuple[Any, ...], tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes]] = {}
+
+    def encode(self, evaluated: EvaluatedTrace, fields: dict[str, Any]) -> bytes | None:
+        """The span's attribute fields (``fields``: the trace's), or None: the general way."""
+        scored = []
+        pack = _pack_double
+        for result in evaluated.results:
+            evaluator, label, score = _result_key_fields(result.__dict__)
+            scored.append((evaluator, label, type(score), None if score is None else pack(score)))
+        try:
+            key = (evaluated.phase, _span_key_fields(fields), type(fields["spans_dropped"]), type(evaluated.trace),
+                   fields["metadata"].get(SERVICE_NAME), not fields["agent_span_id"], tuple(scored))
+            kept = self._kept.get(key)
+        except (TypeError, OverflowError, struct.error):  # unhashable, a score not a number
+            return None
+        if kept is None:
+            kept = self._template(evaluated, key)
+            if kept is None:
+                return None
+            if len(self._kept) >= MAX_KEPT_RECORDS:
+                self._kept.clear()
+            self._kept[key] = kept
+        before, unique, after = kept
+        if unique is None:
+            return before
+        try:
+            return before + unique(fields) + after
+        except _General:
+            return None
+
+    def _template(self, evaluated: EvaluatedTrace, key: tuple[Any, ...]
+                  ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
+        t = evaluated.trace
+        service = key[4]
+        if type(t) is not AgentTrace or not (service is None or type(service) is str) or any(
+                type(r) is not EvalResult or type(r.evaluator) is not str or type(r.label) is not str
+                or type(r.score) not in (float, type(None)) for r in evaluated.results):
+            return None
+        try:
+            probe_trace = _varied(t, 1, _SPAN_KEY_FIELDS, metadata={} if service is None else {SERVICE_NAME: service},
+                                  agent_span_id=t.agent_span_id and "probe agent span \u2713")
+            probe = dataclasses.replace(evaluated, trace=probe_trace, durations={"probe": 1.0}, started_ns=1,
+                                        ended_ns=2, results=[_varied(r, 1, _RESULT_KEY_FIELDS, details={"probe": 1})
+                                                             for r in evaluated.results])
+            first, second = span_attributes(evaluated), span_attributes(probe)
+        except Exception:  # a run the probe does not fit: the general way
+            return None
+        if list(first) != list(second) or self._limits.reach(len(first)):
+            return None
+        parts: list[dict[str, Any]] = [{}]
+        unique = None
+        for name, value in first.items():
+            other = second[name]
+            if value == other and type(value) is type(other):
+                parts[-1][name] = value
+            elif (unique is None and type(value) is str and value == t.agent_span_id
+                  and other == probe_trace.agent_span_id):
+                unique = _slot(b"\x4a", name, "agent_span_id", t)
+                parts.append({})
+            else:
+                return None
+        return attributes(b"\x4a", parts[0]), unique, attributes(b"\x4a", parts[1]) if unique else b""
 
 
 def resource_and_scope(resource: Any) -> tuple[bytes, bytes]:
@@ -626,6 +716,7 @@ class DirectOtlpSink:
         self._span_limits = span_limits() if spans is not None else None
         self._log_limits = log_limits() if log_records is not None else None
         self._templates = RecordTemplates(self._log_limits) if self._log_limits is not None else None
+        self._span_templates = SpanTemplates(self._span_limits) if self._span_limits is not None else None
 
     @property
     def queues(self) -> list[ResultQueue]:
@@ -633,6 +724,6 @@ class DirectOtlpSink:
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
         if self._spans is not None:
-            self._spans.put([evaluation_span(evaluated, self._span_limits)])  # type: ignore[arg-type]
+            self._spans.put([evaluation_span(evaluated, self._span_limits, self._span_templates)])  # type: ignore[arg-type]
         if self._records is not None and evaluated.results:
             self._records.put(result_records(evaluated, self._log_limits, time.time_ns(), self._templates))  # type: ignore[arg-type]

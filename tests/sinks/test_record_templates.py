@@ -1,15 +1,19 @@
-"""Result records encoded from templates are byte for byte what the general path encodes.
+"""Result records and evaluation spans encoded from templates are byte for byte what the general path encodes.
 
 ``RecordTemplates`` (serve's direct sink) writes a ``gen_ai.evaluation.result`` record's attributes from a
 template derived from ``otel.log_attributes`` and keeps them by the values that recur; the general path builds
 the attribute dict and encodes it (itself pinned against the SDK by ``test_otlp_direct.py``). Generated results
 (labels, scores with their zeros and ones, non-ASCII text, details of every kind, odd value types) go through
-both, twice each (the second time from what was kept), under attribute limits from ``OTEL_*ATTRIBUTE*_LIMIT``.
+both, twice each (the second time from what was kept), under attribute limits from ``OTEL_*ATTRIBUTE*_LIMIT``;
+so do generated runs (agents, phases, services, partial runs, dropped spans, with and without an agent span) for
+``SpanTemplates``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 from typing import Any
 from unittest import mock
 
@@ -22,8 +26,11 @@ from otel_agent_eval.sinks.otel import LABEL_RANK, log_attributes
 from otel_agent_eval.sinks.otlp_direct import (
     Limits,
     RecordTemplates,
+    SpanTemplates,
+    evaluation_span,
     log_limits,
     result_records,
+    span_limits,
 )
 
 text = st.text(alphabet=st.sampled_from("ab é✓\"\\\n{}\x00"), max_size=12) | st.sampled_from(
@@ -109,6 +116,49 @@ def test_template_records_are_the_general_records(found: list[EvalResult], servi
     assert result_records(evaluated, configured, 5, templates) == general  # from what was kept
 
 
+span_limits_env = st.sampled_from([{}, {"OTEL_ATTRIBUTE_COUNT_LIMIT": "9"}, {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "12"},
+                                   {"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "8"},
+                                   {"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "5000"}])
+
+
+@st.composite
+def runs(draw: Any) -> EvaluatedTrace:
+    found = draw(st.lists(results(), max_size=5))
+    service = draw(st.none() | st.sampled_from(["shop", "boutique é"]))
+    trace = AgentTrace(trace_id="ab" * 16, agent_span_id=draw(st.none() | st.sampled_from(["cd" * 8, "0f" * 8])),
+                       agent_name=draw(st.sampled_from(["support-agent", "agent é"])),
+                       metadata={} if service is None else {"service.name": service}, partial=draw(st.booleans()),
+                       spans_dropped=draw(st.sampled_from([0, 1, 3])))
+    return EvaluatedTrace(trace=trace, results=found, durations={}, started_ns=1, ended_ns=2,
+                          phase=draw(st.sampled_from(["deterministic", "judge"])))
+
+
+def variants(evaluated: EvaluatedTrace) -> list[EvaluatedTrace]:
+    """``evaluated`` and runs that differ from it in one thing a span's attributes are kept by: its scores'
+    equal-but-other twins, the agent span present or not, the phase."""
+    trace = evaluated.trace
+    return [evaluated,
+            dataclasses.replace(evaluated, results=[twins(r)[0] for r in evaluated.results]),
+            dataclasses.replace(evaluated, trace=trace.model_copy(
+                update={"agent_span_id": None if trace.agent_span_id else "cd" * 8})),
+            dataclasses.replace(evaluated, phase="judge" if evaluated.phase == "deterministic" else "deterministic")]
+
+
+def seeded_span(evaluated: EvaluatedTrace, limits: Limits, templates: SpanTemplates | None) -> bytes:
+    random.seed(3)  # the same random ids for both ways
+    return evaluation_span(evaluated, limits, templates)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(runs(), min_size=1, max_size=3), span_limits_env)
+def test_template_spans_are_the_general_spans(evaluated: list[EvaluatedTrace], env: dict[str, str]) -> None:
+    with mock.patch.dict(os.environ, env):
+        configured = span_limits()
+    templates = SpanTemplates(configured)
+    for run_ in [v for e in evaluated for v in variants(e)] * 2:  # the second time from what was kept
+        assert seeded_span(run_, configured, templates) == seeded_span(run_, configured, None)
+
+
 def common_results() -> list[EvalResult]:
     return [EvalResult(evaluator="step_budget", label="pass", score=1.0, explanation="2 steps (budget 20)",
                        details={"steps": 2, "max_steps": 20, "threshold": 1.0}, agent_name="a", result_id="ab" * 16),
@@ -123,6 +173,8 @@ def test_the_common_results_take_the_template() -> None:
     templates = RecordTemplates(Limits(128, None))
     for result in common_results():
         assert templates.encode(result, "shop") is not None
+    evaluated = run(common_results(), "shop")
+    assert SpanTemplates(Limits(128, None)).encode(evaluated, evaluated.trace.__dict__) is not None
 
 
 def test_a_limit_in_reach_or_an_attribute_outside_the_template_goes_the_general_way() -> None:
