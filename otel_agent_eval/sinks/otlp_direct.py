@@ -13,6 +13,13 @@ timestamps, span flags, empty status and log body, severity, event name, resourc
 SDK's attribute limits (``OTEL_*ATTRIBUTE*_LIMIT``), and a log record's observed time taken when
 it is emitted.
 
+Most of a record's and of the evaluation span's attribute bytes recur run after run (keys, evaluator and agent
+names, labels, counts, scores, explanations, flat details): ``RecordTemplates`` and ``SpanTemplates`` encode the
+usual ones once, from templates derived from ``otel.py`` by probing it (never a second list of attributes), keep
+them by the values they are made of, and write only the result id / evaluated span id each time. Anything else
+(an attribute limit in reach, an odd value type, a custom result, a run the probes do not fit) goes the general
+way; ``tests/sinks/test_record_templates.py`` holds the two ways to the same bytes.
+
 ``ResultQueue`` batches like the SDK's batch processors (a request at the batch size or after the
 schedule delay, ``OTEL_BSP_SCHEDULE_DELAY`` / ``OTEL_BLRP_SCHEDULE_DELAY``) behind the same bound
 and tally as ``otlp_export.py``'s processors: every item is counted emitted, exported, failed,
@@ -331,8 +338,10 @@ _key_fields = itemgetter(*_KEY_FIELDS)
 MAX_TEMPLATES = 1024
 """Templates kept (a few per evaluator and agent); emptied when full."""
 MAX_KEPT_RECORDS = 4096
-"""Records' encoded attributes kept by their varying values; emptied when full."""
+"""Records' (and spans') encoded attributes kept by their varying values, per kind; emptied when full."""
 MAX_KEPT_BYTES = 1024
+MAX_KEPT_SPAN_BYTES = 4096
+"""Records' and spans' attributes longer than these are encoded each time (bounds what is kept)."""
 
 
 def _varied(model: Any, n: int, keep: Sequence[str], **update: Any) -> Any:
@@ -528,9 +537,10 @@ class SpanTemplates:
             kept = self._template(evaluated, key)
             if kept is None:
                 return None
-            if len(self._kept) >= MAX_KEPT_RECORDS:
-                self._kept.clear()
-            self._kept[key] = kept
+            if len(kept[0]) + len(kept[2]) <= MAX_KEPT_SPAN_BYTES:
+                if len(self._kept) >= MAX_KEPT_RECORDS:
+                    self._kept.clear()
+                self._kept[key] = kept
         before, unique, after = kept
         if unique is None:
             return before
