@@ -357,7 +357,6 @@ def _probe(result: EvalResult, n: int) -> EvalResult:
                    details={"reason": f"probe {n} reason", "probe": n} if result.details else {})
 
 
-
 def _value_of(probe: EvalResult, field: str) -> Any:
     make = _VARYING.get(field)
     value = getattr(probe, field)
@@ -553,7 +552,8 @@ class SpanTemplates:
                   ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
         t = evaluated.trace
         service = key[4]
-        if type(t) is not AgentTrace or not (service is None or type(service) is str) or any(
+        if type(t) is not AgentTrace or type(t.agent_name) is not str or type(evaluated.phase) is not str or not (
+                service is None or type(service) is str) or any(
                 type(r) is not EvalResult or type(r.evaluator) is not str or type(r.label) is not str
                 or type(r.score) not in (float, type(None)) for r in evaluated.results):
             return None
