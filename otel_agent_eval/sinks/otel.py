@@ -99,7 +99,7 @@ def details_text(details: Any) -> str:
 
 
 def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
-    """A result record's attributes. ``otlp_direct.py`` encodes them from templates it derives from this
+    """A result record's attributes. ``otlp_attributes.py`` encodes them from templates it derives from this
     function (see there): a value that changes from result to result comes from ``explanation``,
     ``result_id``, ``score`` or ``details`` (through the functions above), the rest from the evaluator,
     label, agent, version and service."""

@@ -1,6 +1,6 @@
 """Result records and evaluation spans encoded from templates are byte for byte what the general path encodes.
 
-``RecordTemplates`` (serve's direct sink) writes a ``gen_ai.evaluation.result`` record's attributes from a
+``RecordTemplates`` (``otlp_attributes.py``, for serve's direct sink) writes a ``gen_ai.evaluation.result`` record's attributes from a
 template derived from ``otel.log_attributes`` and keeps them by the values that recur; the general path builds
 the attribute dict and encodes it (itself pinned against the SDK by ``test_otlp_direct.py``). Generated results
 (labels, scores with their zeros and ones, non-ASCII text, details of every kind, odd value types) go through
@@ -21,17 +21,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_agent_eval.model import AgentTrace, EvalResult, EvaluatedTrace
-from otel_agent_eval.sinks import otlp_direct
+from otel_agent_eval.sinks import otlp_attributes
 from otel_agent_eval.sinks.otel import LABEL_RANK, log_attributes
-from otel_agent_eval.sinks.otlp_direct import (
+from otel_agent_eval.sinks.otlp_attributes import (
     Limits,
     RecordTemplates,
     SpanTemplates,
-    evaluation_span,
     log_limits,
-    result_records,
     span_limits,
 )
+from otel_agent_eval.sinks.otlp_direct import evaluation_span, result_records
 
 text = st.text(alphabet=st.sampled_from("ab é✓\"\\\n{}\x00"), max_size=12) | st.sampled_from(
     ["", "no tool call failed", "x" * 1500, "évalué ✓" * 40])
@@ -185,5 +184,5 @@ def test_a_limit_in_reach_or_an_attribute_outside_the_template_goes_the_general_
     def with_trace_id(found: EvalResult, service: Any = None) -> dict[str, Any]:
         return {**log_attributes(found, service), "agent_eval.trace": found.trace_id}
 
-    with mock.patch.object(otlp_direct, "log_attributes", with_trace_id):  # what otel.py emits changed
+    with mock.patch.object(otlp_attributes, "log_attributes", with_trace_id):  # what otel.py emits changed
         assert RecordTemplates(Limits(128, None)).encode(result, "shop") is None
