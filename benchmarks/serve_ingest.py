@@ -27,7 +27,8 @@ The server is pinned to one CPU and the clients to another when there are two.
 
 ``--stages``: where the CPU goes, the same path on one thread without threads or HTTP
 (decode -> buffer -> assemble -> 4 evaluators -> Prometheus sink -> OTel sink -> OTLP requests of
-the results in 512-item batches), ``process_time`` per stage. The OTel sink is serve's own: its
+the results in 512-item batches), ``process_time`` per stage, with serve's cyclic-collector settings
+(``server_collector``: what exists before the rounds is frozen, young passes every 50 000 objects). The OTel sink is serve's own: its
 direct encoder (``sinks/otlp_direct.py``: each span and record encoded as it is emitted, the
 request joined from those bytes) or, on trees without it, the SDK's span and log objects with
 serve's resource, encoded by the SDK's OTLP encoders as its exporters do it.
@@ -327,6 +328,12 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
     from otel_agent_eval.pipeline.stats import PipelineStats, RunLabels
 
     bodies = [otlp_json(b) for b in batches] if kind == "http/json" else [encode_spans(b).SerializeToString() for b in batches]
+    try:  # serve's collector settings (startup frozen, young passes every 50 000 objects), as serve runs
+        from otel_agent_eval.serve.server import server_collector
+    except ImportError:  # older trees
+        server_collector = None  # type: ignore[assignment]
+    if server_collector is not None:
+        server_collector()
     decode = decode_traces_json if kind == "http/json" else decode_traces_protobuf
     settings = Settings.load()
     evaluators, _ = build_configured_evaluators(settings)
