@@ -2,7 +2,10 @@
 
 Pydantic v2 models with a lossless JSON round trip (``model_dump_json`` /
 ``model_validate_json``), so assembled traces and results can be stored,
-replayed and compared.
+replayed and compared. One exception, by choice: a NaN or infinite float inside
+a value (a tool argument or result, a detail) is written as ``null``, as standard
+JSON has no such numbers and strict readers (``orjson``, ``JSON.parse``) refuse
+Python's ``NaN``; scores are always finite (``Evaluator.scored`` clamps them).
 """
 
 from __future__ import annotations

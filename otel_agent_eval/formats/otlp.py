@@ -144,7 +144,9 @@ def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any]) -> Sp
     """One span; errors name the field relative to the span (``spans_from_request`` adds where it is).
 
     Made without ``records.clean``: protobuf text is valid UTF-8 once parsed, and bytes
-    values are decoded here.
+    values are decoded here. Repeated fields are read as slices (``[:]``, a list made in C):
+    upb's containers have no iterator, so a ``for`` over one ends in an ``IndexError`` formatted
+    and discarded, ~2 per span (attributes, and events even when there are none).
     """
     trace_id = span.trace_id
     span_id = span.span_id
@@ -167,9 +169,9 @@ def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any]) -> Sp
         name=span.name,
         start_time_unix_nano=start,
         end_time_unix_nano=span.end_time_unix_nano or start,
-        attributes=attributes_to_dict(span.attributes, text=True),
-        events=tuple([unchecked_span_event(e.name, e.time_unix_nano, attributes_to_dict(e.attributes, text=True))
-                      for e in span.events]),
+        attributes=attributes_to_dict(span.attributes[:], text=True),
+        events=tuple([unchecked_span_event(e.name, e.time_unix_nano, attributes_to_dict(e.attributes[:], text=True))
+                      for e in span.events[:]]),
         status_code=_STATUS_NAMES.get(status.code, STATUS_UNSET),
         status_message=status.message or None,
         kind=_KIND_NAMES.get(span.kind, "INTERNAL"),
@@ -346,7 +348,7 @@ def log_records_from_request(req: ExportLogsServiceRequest) -> list[LogRecordDat
         for s_idx, scope_logs in enumerate(resource_logs.scope_logs):
             for l_idx, rec in enumerate(scope_logs.log_records):
                 where = f"resourceLogs[{r_idx}].scopeLogs[{s_idx}].logRecords[{l_idx}]"
-                attributes = attributes_to_dict(rec.attributes)
+                attributes = attributes_to_dict(rec.attributes[:])  # a slice: see _span_record
                 event_name = rec.event_name or attributes.get("event.name") or None
                 out.append(
                     LogRecordData(

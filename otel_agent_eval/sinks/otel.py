@@ -70,15 +70,16 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     worst: dict[str, tuple[str, float | None]] = {}  # per evaluator, in first-result order: worst label, lowest score
     counts = dict.fromkeys(LABEL_RANK, 0)
     for result in evaluated.results:
-        label, score = result.label, result.score
+        fields = result.__dict__  # see log_attributes
+        label, score, evaluator = fields["label"], fields["score"], fields["evaluator"]
         counts[label] += 1
-        seen = worst.get(result.evaluator)
+        seen = worst.get(evaluator)
         if seen is not None:
             if LABEL_RANK[seen[0]] <= LABEL_RANK[label]:
                 label = seen[0]
             if score is None or (seen[1] is not None and seen[1] <= score):
                 score = seen[1]
-        worst[result.evaluator] = (label, score)
+        worst[evaluator] = (label, score)
     for name, (label, score) in worst.items():
         attributes[f"agent_eval.{name}.label"] = label
         if score is not None:
@@ -103,22 +104,26 @@ def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
     function (see there): a value that changes from result to result comes from ``explanation``,
     ``result_id``, ``score`` or ``details`` (through the functions above), the rest from the evaluator,
     label, agent, version and service."""
+    # The fields read off the model's ``__dict__`` (where pydantic keeps them): ``BaseModel`` defines
+    # ``__getattr__``, so each attribute read on a model takes the slow slot, ~4x a dict read.
+    fields = result.__dict__
+    label, score, details = fields["label"], fields["score"], fields["details"]
     attributes: dict[str, Any] = {
-        "gen_ai.evaluation.name": result.evaluator,
-        "gen_ai.evaluation.score.label": result.label,
-        "gen_ai.evaluation.explanation": explanation_text(result.explanation),
-        "gen_ai.agent.name": result.agent_name,
-        "agent_eval.result_id": result.result_id,
-        "agent_eval.evaluator.version": result.evaluator_version,
+        "gen_ai.evaluation.name": fields["evaluator"],
+        "gen_ai.evaluation.score.label": label,
+        "gen_ai.evaluation.explanation": explanation_text(fields["explanation"]),
+        "gen_ai.agent.name": fields["agent_name"],
+        "agent_eval.result_id": fields["result_id"],
+        "agent_eval.evaluator.version": fields["evaluator_version"],
     }
     if service is not None:
         attributes[SERVICE_ATTRIBUTE] = service
-    if result.score is not None:
-        attributes["gen_ai.evaluation.score.value"] = result.score
-    if result.label == "error":
-        attributes["error.type"] = str(result.details.get("reason", "_OTHER"))
-    if result.details:
-        attributes["agent_eval.details"] = details_text(result.details)
+    if score is not None:
+        attributes["gen_ai.evaluation.score.value"] = score
+    if label == "error":
+        attributes["error.type"] = str(details.get("reason", "_OTHER"))
+    if details:
+        attributes["agent_eval.details"] = details_text(details)
     return attributes
 
 

@@ -75,14 +75,15 @@ class ResultMetrics(Collector):
         exemplar_labels = {"trace_id": trace_id} if len(trace_id) <= MAX_EXEMPLAR_ID else None
         with self._lock:
             for result in evaluated.results:
-                key = (result.evaluator, agent, service, result.label, result.reason or "")
+                fields = result.__dict__  # a model's fields, read as ``sinks/otel.py`` reads them
+                evaluator, score = fields["evaluator"], fields["score"]
+                key = (evaluator, agent, service, fields["label"], fields["reason"] or "")
                 series = self.results.get(key)
                 if series is None:
                     series = self.results[key] = _Series(1, now)
                 series.buckets[0] += 1.0
-                if result.score is not None:
-                    _observe(self.scores, (result.evaluator, agent, service), SCORE_BOUNDS, result.score, now,
-                             exemplar_labels)
+                if score is not None:
+                    _observe(self.scores, (evaluator, agent, service), SCORE_BOUNDS, score, now, exemplar_labels)
             for evaluator, seconds in evaluated.durations.items():
                 _observe(self.durations, (evaluator,), DURATION_BOUNDS, seconds, now, None)
 
