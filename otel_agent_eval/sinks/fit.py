@@ -42,25 +42,36 @@ MAX_FLAT = 4096
 MAX_FLAT_TEXT = 512
 
 
+def flat_key(value: dict[Any, Any]) -> tuple[tuple[Any, ...], ...]:
+    """A dict's keys, value types and values: equal keys of two dicts that ``exact_key`` accepts mean the same JSON
+    (``1``, ``1.0`` and ``True`` stay apart by their types). TypeError for an unhashable value."""
+    return (tuple(value), tuple(map(type, value.values())), tuple(value.values()))
+
+
+def exact_key(key: tuple[tuple[Any, ...], ...]) -> bool:
+    """Whether ``key`` may be kept: ``str`` keys, exact scalar values, no float zero (``0.0 == -0.0``, spelled
+    apart). A key kept is then never equal to one of another dict with other JSON."""
+    return (_SCALARS.issuperset(key[1]) and all(type(k) is str for k in key[0])
+            and not any(type(v) is float and not v for v in key[2]))
+
+
 def flat_dumps(value: dict[Any, Any]) -> str:
     """``dumps(value)``, kept for flat details: the deterministic evaluators' details are a few counts,
     thresholds and reasons that recur run after run, and the C encoder's setup per call (a sorted copy of
     the items, a markers dict, a float's repr) costs more than a look-up.
 
-    The key holds each value's type, so values equal across types (``1``, ``1.0``, ``True``) stay apart;
-    only dicts whose keys are ``str`` and values exact scalars are kept, never one holding a float zero
-    (``0.0 == -0.0``, spelled apart). An unhashable value (a list, a dict) is not flat: plain ``dumps``.
+    Kept by ``flat_key`` when ``exact_key`` accepts it; an unhashable value (a list, a dict) is not flat:
+    plain ``dumps``.
     """
     try:
-        key = (tuple(value), tuple(map(type, value.values())), tuple(value.values()))
+        key = flat_key(value)
         text = _FLAT.get(key)
     except TypeError:
         return dumps(value)
     if text is not None:
         return text
     text = dumps(value)
-    if (len(text) <= MAX_FLAT_TEXT and _SCALARS.issuperset(key[1]) and all(type(k) is str for k in key[0])
-            and not any(type(v) is float and not v for v in key[2])):
+    if len(text) <= MAX_FLAT_TEXT and exact_key(key):
         if len(_FLAT) >= MAX_FLAT:
             _FLAT.clear()
         _FLAT[key] = text

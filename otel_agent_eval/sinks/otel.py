@@ -89,7 +89,21 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
     return attributes
 
 
+def explanation_text(explanation: str) -> str:
+    """A result's explanation as emitted (a function of the explanation alone: serve's encoder keeps it by text)."""
+    return explanation[:MAX_EXPLANATION]
+
+
+def details_text(details: Any) -> str:
+    """A result's details as emitted: JSON of at most ``MAX_DETAILS`` characters."""
+    return fit_json(details, MAX_DETAILS)
+
+
 def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
+    """A result record's attributes. ``otlp_attributes.py`` encodes them from templates it derives from this
+    function (see there): a value that changes from result to result comes from ``explanation``,
+    ``result_id``, ``score`` or ``details`` (through the functions above), the rest from the evaluator,
+    label, agent, version and service."""
     # The fields read off the model's ``__dict__`` (where pydantic keeps them): ``BaseModel`` defines
     # ``__getattr__``, so each attribute read on a model takes the slow slot, ~4x a dict read.
     fields = result.__dict__
@@ -97,7 +111,7 @@ def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.evaluation.name": fields["evaluator"],
         "gen_ai.evaluation.score.label": label,
-        "gen_ai.evaluation.explanation": fields["explanation"][:MAX_EXPLANATION],
+        "gen_ai.evaluation.explanation": explanation_text(fields["explanation"]),
         "gen_ai.agent.name": fields["agent_name"],
         "agent_eval.result_id": fields["result_id"],
         "agent_eval.evaluator.version": fields["evaluator_version"],
@@ -109,7 +123,7 @@ def log_attributes(result: EvalResult, service: Any = None) -> dict[str, Any]:
     if label == "error":
         attributes["error.type"] = str(details.get("reason", "_OTHER"))
     if details:
-        attributes["agent_eval.details"] = fit_json(details, MAX_DETAILS)
+        attributes["agent_eval.details"] = details_text(details)
     return attributes
 
 

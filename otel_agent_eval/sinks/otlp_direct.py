@@ -12,6 +12,8 @@ id, the evaluated span as remote parent, a new random trace id when the run has 
 timestamps, span flags, empty status and log body, severity, event name, resource and scope, the
 SDK's attribute limits (``OTEL_*ATTRIBUTE*_LIMIT``), and a log record's observed time taken when
 it is emitted.
+The attributes' encoding, the limits and the templates the usual attributes are written from (the same bytes)
+are in ``otlp_attributes.py``.
 
 ``ResultQueue`` batches like the SDK's batch processors (a request at the batch size or after the
 schedule delay, ``OTEL_BSP_SCHEDULE_DELAY`` / ``OTEL_BLRP_SCHEDULE_DELAY``) behind the same bound
@@ -25,190 +27,34 @@ from __future__ import annotations
 import logging
 import os
 import random
-import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..metadata import SERVICE_NAME
 from ..model import EvaluatedTrace
 from .otel import EVENT_NAME, SCOPE_NAME, SPAN_NAMES, log_attributes, span_attributes
+from .otlp_attributes import (
+    _SMALL,
+    MAX_CACHED_FIELDS,
+    MAX_CACHED_TEXT,
+    Limits,
+    RecordTemplates,
+    SpanTemplates,
+    _field,
+    _pack_fixed32,
+    _pack_fixed64,
+    _text,
+    _varint,
+    attributes,
+    log_limits,
+    span_limits,
+)
 from .otlp_export import ExportTally
 
 _logger = logging.getLogger("otel_agent_eval.export")
-
-# --------------------------------------------------------------------------- protobuf wire format
-
-_SMALL = [bytes((n,)) for n in range(128)]
-_pack_double = struct.Struct("<d").pack
-_pack_fixed64 = struct.Struct("<Q").pack
-_pack_fixed32 = struct.Struct("<I").pack
-
-
-def _varint(n: int) -> bytes:
-    if n < 128:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 128:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _field(tag: bytes, payload: bytes) -> bytes:
-    """A length-delimited field: tag, length, payload."""
-    n = len(payload)
-    return tag + (_SMALL[n] if n < 128 else _varint(n)) + payload
-
-
-def _text(tag: bytes, text: str) -> bytes:
-    return _field(tag, text.encode("utf-8"))
-
-
-def any_value(value: Any) -> bytes:
-    """The ``AnyValue`` message for an attribute value, as the SDK's ``_encode_value`` maps it (bool before int)."""
-    kind = type(value)
-    if kind is str:
-        return _text(b"\x0a", value)
-    if kind is bool:
-        return b"\x10\x01" if value else b"\x10\x00"
-    if kind is float:
-        return b"\x21" + _pack_double(value)
-    if kind is int:
-        return b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)
-    if value is None:
-        return b""
-    if isinstance(value, bool):
-        return b"\x10\x01" if value else b"\x10\x00"
-    if isinstance(value, str):
-        return _text(b"\x0a", value)
-    if isinstance(value, int):
-        return b"\x18" + _varint(int(value) & 0xFFFFFFFFFFFFFFFF)
-    if isinstance(value, float):
-        return b"\x21" + _pack_double(value)
-    if isinstance(value, bytes):
-        return _field(b"\x3a", value)
-    if isinstance(value, Sequence):
-        return _field(b"\x2a", b"".join(_field(b"\x0a", any_value(v)) for v in value))
-    if isinstance(value, Mapping):
-        return _field(b"\x32", b"".join(_field(b"\x0a", key_value(str(k), v)) for k, v in value.items()))
-    raise TypeError(f"invalid attribute value type {type(value)}")
-
-
-_KEYS: dict[str, bytes] = {}
-MAX_CACHED_KEYS = 4096
-"""Attribute keys kept encoded (they recur: a few per evaluator); beyond, keys are encoded each time."""
-
-
-def _key(key: str) -> bytes:
-    """A ``KeyValue``'s key field."""
-    encoded = _KEYS.get(key)
-    if encoded is None:
-        encoded = _text(b"\x0a", key) if key else b""
-        if len(_KEYS) < MAX_CACHED_KEYS:
-            _KEYS[key] = encoded
-    return encoded
-
-
-def key_value(key: str, value: Any) -> bytes:
-    """The ``KeyValue`` message's bytes (without its own tag)."""
-    return _key(key) + _field(b"\x12", any_value(value))
-
-
-_FIELDS: dict[bytes, dict[tuple[Any, ...], bytes]] = {}
-"""Whole attribute fields kept encoded, per tag: (key, value) for a string, (key, type, value) for the other scalars
-(``1 == 1.0 == True``: the type tells them apart)."""
-MAX_CACHED_FIELDS = 4096
-"""Fields kept per tag: most values recur (names, labels, scores, counts, explanations); a tag's cache is emptied
-when full, so values seen once (result ids, span ids) cannot crowd out the rest for long."""
-MAX_CACHED_TEXT = 256
-
-
-def attributes(tag: bytes, values: Mapping[str, Any]) -> bytes:
-    """Repeated ``KeyValue`` fields under ``tag``; a value the SDK could not encode is left out, as it does.
-
-    This loop is most of the sink's cost: a field seen before is one look-up, else ``key_value`` is
-    spelled out for the common types.
-    """
-    out = []
-    small = _SMALL
-    fields = _FIELDS.get(tag)
-    if fields is None:
-        fields = _FIELDS[tag] = {}
-    for key, value in values.items():
-        kind = type(value)
-        if kind is str:
-            cached: tuple[Any, ...] | None = (key, value) if len(value) <= MAX_CACHED_TEXT else None
-        elif kind is int or kind is bool or (kind is float and value):  # 0.0 == -0.0 (one key), but their bytes differ
-            cached = (key, kind, value)
-        else:
-            cached = None
-        if cached is not None:
-            field = fields.get(cached)
-            if field is not None:
-                out.append(field)
-                continue
-        if kind is str:
-            text = value.encode("utf-8")
-            n = len(text)
-            encoded = b"\x0a" + (small[n] if n < 128 else _varint(n)) + text
-        elif kind is float:
-            encoded = b"\x21" + _pack_double(value)
-        elif kind is bool:
-            encoded = b"\x10\x01" if value else b"\x10\x00"
-        else:
-            try:
-                encoded = any_value(value)
-            except TypeError:  # the SDK logs such a value and leaves it out
-                _logger.exception("Failed to encode key %s", key)
-                continue
-        n = len(encoded)
-        pair = _key(key) + b"\x12" + (small[n] if n < 128 else _varint(n)) + encoded
-        n = len(pair)
-        field = tag + (small[n] if n < 128 else _varint(n)) + pair
-        out.append(field)
-        if cached is not None:
-            if len(fields) >= MAX_CACHED_FIELDS:
-                fields.clear()
-            fields[cached] = field
-    return b"".join(out)
-
-
-class Limits:
-    """The SDK's attribute count and value length limits (read from the same ``OTEL_*`` variables)."""
-
-    def __init__(self, count: int | None, length: int | None) -> None:
-        self.count = count
-        self.length = length
-
-    def apply(self, values: dict[str, Any]) -> tuple[Mapping[str, Any], int]:
-        """The attributes as the SDK keeps them, and how many it drops: only limits in reach cost anything."""
-        if self.length is None and (self.count is None or len(values) <= self.count):
-            return values, 0
-        from opentelemetry.attributes import BoundedAttributes
-
-        bounded = BoundedAttributes(self.count, values, immutable=False, max_value_len=self.length)
-        return bounded, bounded.dropped
-
-
-def span_limits() -> Limits:
-    from opentelemetry.sdk.trace import SpanLimits
-
-    limits = SpanLimits()
-    return Limits(limits.max_span_attributes, limits.max_span_attribute_length)
-
-
-def log_limits() -> Limits:
-    from opentelemetry.sdk import _logs
-
-    limits = getattr(_logs, "LogRecordLimits", None) or _logs.LogLimits
-    made = limits()
-    return Limits(getattr(made, "max_log_record_attributes", getattr(made, "max_attributes", None)),
-                  getattr(made, "max_log_record_attribute_length", getattr(made, "max_attribute_length", None)))
-
 
 # --------------------------------------------------------------------------- spans and log records
 
@@ -230,36 +76,68 @@ def _random_id(bits: int) -> int:
             return value
 
 
-def evaluation_span(evaluated: EvaluatedTrace, limits: Limits) -> bytes:
+_NAMES: dict[tuple[str, str], bytes] = {}
+"""The evaluation span's name field per phase and agent."""
+
+
+def _name(phase: str, agent_name: str) -> bytes:
+    """The evaluation span's name field (kept: a few agents, two phases)."""
+    key = (phase, agent_name)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _text(b"\x2a", f"{SPAN_NAMES[phase]} {agent_name}")
+        if type(agent_name) is str and len(agent_name) <= MAX_CACHED_TEXT:
+            if len(_NAMES) >= MAX_CACHED_FIELDS:
+                _NAMES.clear()
+            _NAMES[key] = name
+    return name
+
+
+def evaluation_span(evaluated: EvaluatedTrace, limits: Limits, templates: SpanTemplates | None = None) -> bytes:
     """The evaluation span's ``Span`` message: a child of the evaluated agent span (a remote parent),
-    or, with no agent span, the root of a new trace (the SDK's answer to an invalid parent)."""
+    or, with no agent span, the root of a new trace (the SDK's answer to an invalid parent).
+
+    The trace's fields are read from its ``__dict__`` (a pydantic model's ``__getattr__`` makes each
+    attribute read a slow generic look-up); ids have a fixed length, so their fields are spelled out."""
     t = evaluated.trace
-    trace_id = int(t.trace_id, 16) if t.trace_id else 0
-    parent = int(t.agent_span_id, 16) if t.agent_span_id else 0
+    fields = t.__dict__
+    trace_id = int(fields["trace_id"], 16) if fields["trace_id"] else 0
+    parent = int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0
     if trace_id and parent:
-        ids = (_field(b"\x0a", trace_id.to_bytes(16, "big")) + _field(b"\x12", _random_id(64).to_bytes(8, "big"))
-               + _field(b"\x22", parent.to_bytes(8, "big")))
+        ids = (b"\x0a\x10" + trace_id.to_bytes(16, "big") + b"\x12\x08"
+               + (random.getrandbits(64) or _random_id(64)).to_bytes(8, "big") + b"\x22\x08" + parent.to_bytes(8, "big"))
         flags = _FLAGS_REMOTE_PARENT
     else:
-        ids = _field(b"\x0a", _random_id(128).to_bytes(16, "big")) + _field(b"\x12", _random_id(64).to_bytes(8, "big"))
+        ids = (b"\x0a\x10" + _random_id(128).to_bytes(16, "big") + b"\x12\x08"
+               + _random_id(64).to_bytes(8, "big"))
         flags = _FLAGS_LOCAL_PARENT
-    kept, dropped = limits.apply(span_attributes(evaluated))
-    return (ids + _text(b"\x2a", f"{SPAN_NAMES[evaluated.phase]} {t.agent_name}") + _KIND_INTERNAL
+    encoded = templates.encode(evaluated, fields) if templates is not None else None
+    if encoded is None:
+        kept, dropped = limits.apply(span_attributes(evaluated))
+        encoded = attributes(b"\x4a", kept) + (b"\x50" + _varint(dropped) if dropped else b"")
+    return (ids + _name(evaluated.phase, fields["agent_name"]) + _KIND_INTERNAL
             + b"\x39" + _pack_fixed64(evaluated.started_ns) + b"\x41" + _pack_fixed64(evaluated.ended_ns)
-            + attributes(b"\x4a", kept) + (b"\x50" + _varint(dropped) if dropped else b"") + _EMPTY_STATUS + flags)
+            + encoded + _EMPTY_STATUS + flags)
 
 
-def result_records(evaluated: EvaluatedTrace, limits: Limits, observed_ns: int) -> list[bytes]:
-    """One ``LogRecord`` message per result, in the evaluated span's context."""
-    t = evaluated.trace
-    trace_id = int(t.trace_id, 16) if t.trace_id else 0
-    span_id = int(t.agent_span_id, 16) if t.agent_span_id else 0
+def result_records(evaluated: EvaluatedTrace, limits: Limits, observed_ns: int,
+                   templates: RecordTemplates | None = None) -> list[bytes]:
+    """One ``LogRecord`` message per result, in the evaluated span's context; its attributes from a
+    template when ``templates`` has one for the result, else from ``log_attributes``."""
+    fields = evaluated.trace.__dict__
+    trace_id = int(fields["trace_id"], 16) if fields["trace_id"] else 0
+    span_id = int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0
     common = (b"\x09" + _pack_fixed64(evaluated.ended_ns) + b"\x59" + _pack_fixed64(observed_ns) + _SEVERITY_INFO
-              + _EMPTY_BODY + _SAMPLED_FLAGS + (_field(b"\x4a", trace_id.to_bytes(16, "big")) if trace_id else b"")
-              + (_field(b"\x52", span_id.to_bytes(8, "big")) if span_id else b"") + _EVENT)
-    service = t.metadata.get(SERVICE_NAME)
+              + _EMPTY_BODY + _SAMPLED_FLAGS + (b"\x4a\x10" + trace_id.to_bytes(16, "big") if trace_id else b"")
+              + (b"\x52\x08" + span_id.to_bytes(8, "big") if span_id else b"") + _EVENT)
+    service = fields["metadata"].get(SERVICE_NAME)
     out = []
     for result in evaluated.results:
+        if templates is not None:
+            encoded = templates.encode(result, service)
+            if encoded is not None:
+                out.append(common + encoded)
+                continue
         kept, dropped = limits.apply(log_attributes(result, service))
         out.append(common + attributes(b"\x32", kept) + (b"\x38" + _varint(dropped) if dropped else b""))
     return out
@@ -407,6 +285,8 @@ class DirectOtlpSink:
         self._records = log_records
         self._span_limits = span_limits() if spans is not None else None
         self._log_limits = log_limits() if log_records is not None else None
+        self._templates = RecordTemplates(self._log_limits) if self._log_limits is not None else None
+        self._span_templates = SpanTemplates(self._span_limits) if self._span_limits is not None else None
 
     @property
     def queues(self) -> list[ResultQueue]:
@@ -414,6 +294,6 @@ class DirectOtlpSink:
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
         if self._spans is not None:
-            self._spans.put([evaluation_span(evaluated, self._span_limits)])  # type: ignore[arg-type]
+            self._spans.put([evaluation_span(evaluated, self._span_limits, self._span_templates)])  # type: ignore[arg-type]
         if self._records is not None and evaluated.results:
-            self._records.put(result_records(evaluated, self._log_limits, time.time_ns()))  # type: ignore[arg-type]
+            self._records.put(result_records(evaluated, self._log_limits, time.time_ns(), self._templates))  # type: ignore[arg-type]
