@@ -322,6 +322,21 @@ def _joined(parts: _Parts, values: dict[str, Any]) -> bytes:
     return b"".join([part if part.__class__ is bytes else part(values) for part in parts])  # type: ignore[operator,misc]
 
 
+_Kept = tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes]
+"""Encoded attributes kept: the bytes before the unique field, its encoder (None: none), the bytes after."""
+
+
+def _written(kept: _Kept, values: dict[str, Any]) -> bytes | None:
+    """The kept attributes with the unique field written in from ``values``; None: the general way."""
+    before, unique, after = kept
+    if unique is None:
+        return before
+    try:
+        return before + unique(values) + after
+    except _General:
+        return None
+
+
 class RecordTemplates:
     """Result records' attributes encoded from templates (one per evaluator, label, agent, version, service, score
     type and details present or not) and kept by the values that recur (explanation, score, details): a record
@@ -354,13 +369,7 @@ class RecordTemplates:
                 if len(self._kept) >= MAX_KEPT_RECORDS:
                     self._kept.clear()
                 self._kept[key] = kept
-        before, unique, after = kept
-        if unique is None:
-            return before
-        try:
-            return before + unique(values) + after
-        except _General:
-            return None
+        return _written(kept, values)
 
     def _fill(self, shape: tuple[Any, ...], result: EvalResult, service: Any, values: dict[str, Any]
               ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
@@ -421,13 +430,7 @@ class SpanTemplates:
                 if len(self._kept) >= MAX_KEPT_RECORDS:
                     self._kept.clear()
                 self._kept[key] = kept
-        before, unique, after = kept
-        if unique is None:
-            return before
-        try:
-            return before + unique(fields) + after
-        except _General:
-            return None
+        return _written(kept, fields)
 
     def _template(self, evaluated: EvaluatedTrace, key: tuple[Any, ...]
                   ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
