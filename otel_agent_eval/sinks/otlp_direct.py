@@ -93,16 +93,20 @@ def _name(phase: str, agent_name: str) -> bytes:
     return name
 
 
+def _context(fields: dict[str, Any]) -> tuple[int, int]:
+    """The evaluated trace's id and agent span id (its ``__dict__``) as ints, 0 where there is none."""
+    return (int(fields["trace_id"], 16) if fields["trace_id"] else 0,
+            int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0)
+
+
 def evaluation_span(evaluated: EvaluatedTrace, limits: Limits, templates: SpanTemplates | None = None) -> bytes:
     """The evaluation span's ``Span`` message: a child of the evaluated agent span (a remote parent),
     or, with no agent span, the root of a new trace (the SDK's answer to an invalid parent).
 
     The trace's fields are read from its ``__dict__`` (a pydantic model's ``__getattr__`` makes each
     attribute read a slow generic look-up); ids have a fixed length, so their fields are spelled out."""
-    t = evaluated.trace
-    fields = t.__dict__
-    trace_id = int(fields["trace_id"], 16) if fields["trace_id"] else 0
-    parent = int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0
+    fields = evaluated.trace.__dict__
+    trace_id, parent = _context(fields)
     if trace_id and parent:
         ids = (b"\x0a\x10" + trace_id.to_bytes(16, "big") + b"\x12\x08"
                + (random.getrandbits(64) or _random_id(64)).to_bytes(8, "big") + b"\x22\x08" + parent.to_bytes(8, "big"))
@@ -125,8 +129,7 @@ def result_records(evaluated: EvaluatedTrace, limits: Limits, observed_ns: int,
     """One ``LogRecord`` message per result, in the evaluated span's context; its attributes from a
     template when ``templates`` has one for the result, else from ``log_attributes``."""
     fields = evaluated.trace.__dict__
-    trace_id = int(fields["trace_id"], 16) if fields["trace_id"] else 0
-    span_id = int(fields["agent_span_id"], 16) if fields["agent_span_id"] else 0
+    trace_id, span_id = _context(fields)
     common = (b"\x09" + _pack_fixed64(evaluated.ended_ns) + b"\x59" + _pack_fixed64(observed_ns) + _SEVERITY_INFO
               + _EMPTY_BODY + _SAMPLED_FLAGS + (b"\x4a\x10" + trace_id.to_bytes(16, "big") if trace_id else b"")
               + (b"\x52\x08" + span_id.to_bytes(8, "big") if span_id else b"") + _EVENT)
