@@ -49,8 +49,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_agent_eval import assemble
-from otel_agent_eval.config import Settings
 from otel_agent_eval.assembly.dialects import read_operation
+from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
 from otel_agent_eval.evaluators.base import Evaluator, evaluate_run, safe_evaluate
 from otel_agent_eval.isolation import evaluation_scope

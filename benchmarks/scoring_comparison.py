@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from otel_agent_eval import AgentStep, AgentTrace, ToolCall, ToolCallAccuracy  # noqa: E402
+from otel_agent_eval import AgentStep, AgentTrace, ToolCall, ToolCallAccuracy
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 pytest.importorskip("langgraph")
 pytest.importorskip("openinference.instrumentation.langchain")
 
-from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
+from openinference.instrumentation.langchain import LangChainInstrumentor
 
-from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
-from tests.conftest import make_telemetry  # noqa: E402
-from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces  # noqa: E402
-from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation
+from tests.conftest import make_telemetry
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.fidelity import LANGGRAPH, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     assemble_with_logs,
     assert_traces,
@@ -41,6 +40,7 @@ from tests.frameworks.harness import (  # noqa: E402
     step,
     trace,
 )
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces
 
 EXPECTATIONS = [
     ToolExpectation(agent="supervisor", expected_tools=["transfer_to_research_expert", "transfer_to_writer"]),

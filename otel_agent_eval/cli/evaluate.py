@@ -438,7 +438,7 @@ def print_text(report: Report, out: TextIO) -> None:
         for r in results:
             score = f"{r.score:.2f}" if r.score is not None else "  - "
             print(f"    {r.evaluator:<24} {r.label:<7} {score}  {_short(r.explanation, 70)}", file=out)
-    print("", file=out)
+    print(file=out)
     print(f"{report.traces_read} traces read, {len(report.evaluated)} agent runs evaluated, "
           f"{report.traces_without_agent} traces without agent data", file=out)
     print(f"{'evaluator':<24} {'pass':>5} {'fail':>5} {'skip':>5} {'error':>5} {'pass rate':>9} {'mean':>6}", file=out)

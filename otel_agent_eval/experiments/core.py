@@ -364,8 +364,8 @@ def print_text(report: ExperimentReport, out: TextIO, comparison: dict[str, Any]
         for name, diff in comparison["evaluators"].items():
             if diff["difference"] is not None:
                 out.write(f"  vs baseline {name}: {diff['difference']:+.1%} (p={diff['p_value']:.3f})\n")
-        for flip in comparison["flipped"]:
-            out.write(f"  flipped: case {flip['case']} {flip['evaluator']}: {flip['before']} -> {flip['after']}\n")
+        out.writelines(f"  flipped: case {flip['case']} {flip['evaluator']}: {flip['before']} -> {flip['after']}\n"
+                       for flip in comparison["flipped"])
     for case in report.cases:
         for r in case.results:
             if r.label in ("fail", "error"):

@@ -17,11 +17,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from tests.openai_server import FakeOpenAI, answer
 from otel_agent_eval import AgentEvalProcessor, EvalResult
-from otel_agent_eval.model import EvaluatedTrace
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.model import EvaluatedTrace
 from tests.formats.test_otlp import to_otlp_json
+from tests.openai_server import FakeOpenAI, answer
 
 FACTS = [
     {"agent": "weather", "input_pattern": "Paris", "facts": ["it is 20C in Paris", "it is sunny"]},

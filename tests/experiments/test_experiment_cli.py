@@ -14,9 +14,9 @@ import pytest
 
 from otel_agent_eval.cli.demo import EXPECTATIONS
 from otel_agent_eval.experiments.stats_ci import two_proportion_test, wilson_interval
+from tests.cli.test_cli import CLI, export_demo_traces
 from tests.experiment_tasks import BROKEN_CASES
 from tests.openai_server import answer, question_ids
-from tests.cli.test_cli import CLI, export_demo_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = [{"id": f"order-{n}", "input": f"refund order {n}", "expected_tool_calls": ["lookup_order", "refund_order"],

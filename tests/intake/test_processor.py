@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 import os
 import threading
 import time
 import tracemalloc
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator
-from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.evaluators import LoopDetection
 
 AGENT = ScriptedAgent("calc", {"add": lambda a, b: a + b})
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]
@@ -136,9 +136,8 @@ def test_one_evaluation_span_and_log_per_result_tied_to_the_agent_span(make: Any
 def test_plain_traces_are_dropped_on_the_hot_path(make: Any) -> None:
     s = make()
     for _ in range(50):
-        with s.tracer.start_as_current_span("GET /"):
-            with s.tracer.start_as_current_span("db"):
-                pass
+        with s.tracer.start_as_current_span("GET /"), s.tracer.start_as_current_span("db"):
+            pass
     s.processor.force_flush(5000)
     assert s.processor.stats.spans_received.value == 100
     assert s.processor.stats.spans_kept.value == 0
@@ -147,9 +146,8 @@ def test_plain_traces_are_dropped_on_the_hot_path(make: Any) -> None:
 
 def test_ancestors_of_genai_spans_are_kept_through_plain_spans(make: Any) -> None:
     s = make()
-    with s.tracer.start_as_current_span("POST /chat"):
-        with s.tracer.start_as_current_span("middleware"):
-            s.run()
+    with s.tracer.start_as_current_span("POST /chat"), s.tracer.start_as_current_span("middleware"):
+        s.run()
     assert wait_for(lambda: s.processor.stats.traces_evaluated.total() == 1)
     # 1 agent + 2 chat + 1 tool + the 2 plain ancestors; the root ends last and completes the trace
     assert s.processor.stats.spans_kept.value == 6

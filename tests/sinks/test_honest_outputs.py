@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 from otel_agent_eval.config import Settings
 from otel_agent_eval.serve.server import EvalServer, ServeOptions
 from otel_agent_eval.sinks.otlp_export import hashed_once
-from tests.openai_server import FakeOpenAI, slow
 from tests.cli.test_cli import CLI, export_demo_traces
+from tests.openai_server import FakeOpenAI, slow
 from tests.serve.server_process import SCENARIOS, Receiver, run_scenarios, wait_for
 
 

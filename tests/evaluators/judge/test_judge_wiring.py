@@ -9,9 +9,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tests.openai_server import FakeOpenAI, answer
 from otel_agent_eval import AgentEvalProcessor, ConfigError
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from tests.openai_server import FakeOpenAI, answer
 
 
 def test_processor_runs_judge_evaluators_when_a_judge_is_configured() -> None:
