@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     for spans in args.spans or [20, 6]:
         try:
             rows.append(report(spans))
-        except Exception as exc:  # a benchmark reports; it does not fail the caller
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports; it does not fail the caller
             print(f"\n== runs of {spans} spans: ERROR {exc} -> MISS")
     print("\n| trace size | base | full | intake full | overflow | overflow2 | peak | budget | peak / budget |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -236,7 +236,7 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
     token = otel_context.attach(ctx)
     try:
         output = task(case)
-    except Exception as exc:  # the case fails, the experiment goes on
+    except Exception as exc:  # noqa: BLE001 - the case fails, the experiment goes on
         task_error = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         otel_context.detach(token)

@@ -55,7 +55,7 @@ def records_of(spans: Sequence[Any], on_unreadable: Callable[[], None]) -> list[
             continue
         try:
             records.append(from_readable_span(span, content=is_genai(raw_attributes(span))))
-        except Exception:
+        except Exception:  # noqa: BLE001 - one unreadable span is counted, the trace goes on
             on_unreadable()
     return records
 

@@ -285,7 +285,7 @@ def record_template(tag: bytes, result: EvalResult, service: Any, limits: Limits
     try:
         probes = _probe(result, 1), _probe(result, 2)
         first, second = (log_attributes(p, service) for p in probes)
-    except Exception:  # a result the probes do not fit: the general way
+    except Exception:  # noqa: BLE001 - a result the probes do not fit: the general way
         return None
     if list(first) != list(second) or limits.reach(len(first)):
         return None
@@ -448,7 +448,7 @@ class SpanTemplates:
                                         ended_ns=2, results=[_varied(r, 1, _RESULT_KEY_FIELDS, details={"probe": 1})
                                                              for r in evaluated.results])
             first, second = span_attributes(evaluated), span_attributes(probe)
-        except Exception:  # a run the probe does not fit: the general way
+        except Exception:  # noqa: BLE001 - a run the probe does not fit: the general way
             return None
         if list(first) != list(second) or self._limits.reach(len(first)):
             return None
