@@ -554,7 +554,8 @@ def shapes_table(args: argparse.Namespace, evaluators: Sequence[Evaluator], roun
     for r in range(rounds):
         order = list(SHAPES) if r % 2 == 0 else list(reversed(SHAPES))
         for shape in order:
-            jobs = (("pipeline", lambda: process(data[shape], evaluators)), ("json", lambda: decode(values[shape])))
+            jobs = (("pipeline", lambda shape=shape: process(data[shape], evaluators)),
+                    ("json", lambda shape=shape: decode(values[shape])))
             for what, job in (jobs if r % 2 == 0 else jobs[::-1]):
                 started, started_cpu = time.perf_counter(), time.process_time()
                 job()

@@ -106,7 +106,7 @@ def test_openinference_tree_shape(run: LangGraphRun) -> None:
                    key=lambda s: s.start_time)
     assert [s.name for s in nodes] == ["supervisor", "research_expert", "supervisor", "writer", "supervisor"]
     for name, target in (("transfer_to_research_expert", "research_expert"), ("transfer_to_writer", "writer")):
-        handoff = only(spans, lambda s: s.name == name)
+        handoff = only(spans, lambda s, name=name: s.name == name)
         assert handoff.attributes["openinference.span.kind"] == "TOOL"
         assert "input.value" not in handoff.attributes  # no arguments: the tool only takes injected ones
         command = json.loads(handoff.attributes["output.value"])

@@ -55,6 +55,12 @@ def _minutes(duration: str) -> int:
     return value * {"m": 1, "h": 60, "d": 1440}[unit]
 
 
+def _increase(series: dict[str, list[float]], agent: str, outcome: str, now: int, back: int) -> float:
+    """How much ``agent``'s ``outcome`` counter grew over the ``back`` steps before step ``now``."""
+    (values,) = [v for k, v in series.items() if f'agent="{agent}"' in k and f'outcome="{outcome}"' in k]
+    return values[now] - values[now - back]
+
+
 def test_recorded_bounds_in_promtool_tests_match_the_closed_form() -> None:
     """The expected bounds in score-drop.test.yml are the closed form of the counts in its own input series."""
     doc = yaml_module().safe_load((TESTS_DIR / "score-drop.test.yml").read_text())
@@ -68,12 +74,7 @@ def test_recorded_bounds_in_promtool_tests_match_the_closed_form() -> None:
                 continue
             bound, window, agent = m.groups()
             now, back = _minutes(check["eval_time"]) // step, _minutes(window) // step
-
-            def count(outcome: str) -> float:
-                (values,) = [v for k, v in series.items() if f'agent="{agent}"' in k and f'outcome="{outcome}"' in k]
-                return values[now] - values[now - back]
-
-            passed, failed = count("pass"), count("fail")
+            passed, failed = _increase(series, agent, "pass", now, back), _increase(series, agent, "fail", now, back)
             expected = wilson(passed, passed + failed)[0 if bound == "lower" else 1]
             (sample,) = check["exp_samples"]
             assert sample["value"] == pytest.approx(expected, rel=1e-12), (check["expr"], passed, failed)
