@@ -42,6 +42,6 @@ def test_judge_deadline_must_fit_in_the_evaluator_timeout() -> None:
 
 def test_demo_says_how_to_enable_judges() -> None:
     run = subprocess.run([sys.executable, "-m", "otel_agent_eval", "demo", "--traces", "3", "--rate", "0", "--metrics-port", "-1"],
-                         capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+                         capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"}, check=False)
     assert run.returncode == 0, run.stderr
     assert "judge evaluators: off (set OTEL_AGENT_EVAL_JUDGE_MODEL" in run.stdout
