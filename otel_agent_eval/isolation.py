@@ -77,7 +77,7 @@ class evaluation_scope:  # lower case: used like a function: ``with evaluation_s
 
     __slots__ = ("_context", "_ident", "_scope_token", "_token")
 
-    def __enter__(self) -> evaluation_scope:
+    def __enter__(self) -> evaluation_scope:  # noqa: PYI034 - not subclassed; typing.Self is 3.11+
         trace_id = _getrandbits(128) or 1  # 0 is the invalid id
         parent = NonRecordingSpan(SpanContext(trace_id, _getrandbits(64) or 1, False, _NOT_SAMPLED))
         self._ident = ident = threading.get_ident()

@@ -220,7 +220,7 @@ def print_report(processor: AgentEvalProcessor, out: TextIO) -> None:
     print(
         f"Summary: {s.spans_received.value} spans seen, {s.spans_kept.value} kept; "
         f"{s.agent_traces.total()} agent runs assembled, {s.traces_evaluated.total()} evaluated; "
-        f"dropped: {dict((k[0], v) for k, v in s.dropped.snapshot().items()) or 'none'}; "
+        f"dropped: {({k[0]: v for k, v in s.dropped.snapshot().items()}) or 'none'}; "
         f"evaluator errors: {s.evaluator_errors.total()}",
         file=out, flush=True,
     )

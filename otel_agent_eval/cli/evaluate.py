@@ -212,7 +212,8 @@ class _Spill:
     def __init__(self, directory: str | Path | None, level: int) -> None:
         self._shift = level * _BUCKET_BITS
         self._dir = tempfile.TemporaryDirectory(prefix="otel-agent-eval-spill-", dir=directory)
-        self._files = [open(Path(self._dir.name) / f"{i:02d}", "w+b") for i in range(_MASK + 1)]
+        # Open for the spill's lifetime, closed by ``close``.
+        self._files = [open(Path(self._dir.name) / f"{i:02d}", "w+b") for i in range(_MASK + 1)]  # noqa: SIM115
         self._counts = [0] * (_MASK + 1)
         self.level = level
 
