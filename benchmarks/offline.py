@@ -261,8 +261,8 @@ def _probe(python: str, package: str) -> str | None:
 
 def _json_parser(python: str) -> str:
     """The JSON parser ours decodes OTLP/JSON with in that interpreter (orjson comes with the ``otlp`` extra)."""
-    probe = subprocess.run([python, "-c", "from otel_agent_eval.formats import otlp_json as j; import importlib.metadata as m; "
-                            "print('orjson ' + m.version('orjson') if j.CLEAN_TEXT else 'json (standard library)')"],
+    probe = subprocess.run([python, "-c", ("from otel_agent_eval.formats import otlp_json as j; import importlib.metadata as m; "
+                            "print('orjson ' + m.version('orjson') if j.CLEAN_TEXT else 'json (standard library)')")],
                            capture_output=True, text=True, cwd=CHECKOUT, check=False)
     return probe.stdout.strip() or f"unknown ({(probe.stderr.strip().splitlines() or ['?'])[-1]})"
 

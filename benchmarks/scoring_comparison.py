@@ -160,8 +160,8 @@ def cell(label: str, score: float | None) -> str:
 def table(multivon_python: str | None) -> str:
     version, theirs = multivon(multivon_python)
     rows = [
-        f"| Case | Expected | Called | Mode | This project (threshold 1.0) | multivon-eval {version} (threshold 0.7) "
-        "| Langfuse guide | Why we differ |",
+        (f"| Case | Expected | Called | Mode | This project (threshold 1.0) | multivon-eval {version} (threshold 0.7) "
+         "| Langfuse guide | Why we differ |"),
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for case, other in zip(CASES, theirs):

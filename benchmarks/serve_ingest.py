@@ -392,8 +392,13 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
             tracer_provider.add_span_processor(spans)
             logger_provider.add_log_record_processor(logs)
             otel = OtelSink(tracer_provider, logger_provider)
-            encode_spans_now = lambda batch: encode_spans(batch).SerializePartialToString()
-            encode_logs_now = lambda batch: encode_logs(batch).SerializePartialToString()
+
+            def encode_spans_now(batch: Any) -> bytes:
+                return encode_spans(batch).SerializePartialToString()
+
+            def encode_logs_now(batch: Any) -> bytes:
+                return encode_logs(batch).SerializePartialToString()
+
             sink_stage = "OTel sink (SDK objects)"
         prometheus = PrometheusSink(CollectorRegistry(), PipelineStats(), RunLabels(100, 100))
         buffer = TraceBuffer(settle_delay=0, idle_timeout=60, max_age=60, max_traces=10**6, max_spans_per_trace=10**4,

@@ -307,7 +307,7 @@ class FakeOpenAI:
 
     stop = close
 
-    def __enter__(self) -> FakeOpenAI:
+    def __enter__(self) -> FakeOpenAI:  # noqa: PYI034 - not subclassed; typing.Self is 3.11+
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -274,7 +274,7 @@ def test_judge_spans_go_to_the_provider_given() -> None:
         assert attributes["gen_ai.usage.input_tokens"] > 0 and attributes["gen_ai.usage.output_tokens"] > 0
         assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
         assert attributes["server.address"] == "127.0.0.1"
-        assert [format(link.context.span_id, "016x") for link in span.links][0] in agent_spans
+        assert format(span.links[0].context.span_id, "016x") in agent_spans
     assert sorted(s.attributes["agent_eval.evaluator.name"] for s in spans) == sorted(JUDGE_EVALUATORS * RUNS)
     judge_tp.shutdown()
 

@@ -100,8 +100,9 @@ def test_spans_of_one_resource_share_one_mapping() -> None:
                                                         "deployment.environment": "old-spelling"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("a"), tracer.start_as_current_span("b"):
-        pass
+    with tracer.start_as_current_span("a"):
+        with tracer.start_as_current_span("b"):
+            pass
     first, second = (from_readable_span(span) for span in exporter.get_finished_spans())
     assert first.resource is second.resource  # shared, not copied per span
     assert first.resource == {"service.name": "shop", "deployment.environment.name": "prod"}  # the new spelling wins

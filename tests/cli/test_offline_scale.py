@@ -221,5 +221,7 @@ def test_cli_jobs_merges_one_report(tmp_path: Path) -> None:
     one, three = run(), run("--jobs", "3")
     assert three["traces_read"] == one["traces_read"] == 9
     assert three["totals"] == one["totals"]
-    key = lambda run: run["trace"]["trace_id"]
+    def key(run: dict[str, Any]) -> str:
+        return run["trace"]["trace_id"]
+
     assert sorted(three["agent_runs"], key=key) == sorted(one["agent_runs"], key=key)

@@ -123,8 +123,8 @@ def test_one_evaluation_span_and_log_per_result_tied_to_the_agent_span(make: Any
     assert evaluation.attributes["agent_eval.loop_detection.label"] == "pass"
     assert evaluation.attributes["agent_eval.tool_call_accuracy.label"] == "skipped"
     assert "agent_eval.tool_call_accuracy.score" not in evaluation.attributes
-    logs = [l.log_record for l in s.logs.get_finished_logs()]
-    assert sorted(l.attributes["gen_ai.evaluation.name"] for l in logs) == sorted(
+    logs = [data.log_record for data in s.logs.get_finished_logs()]
+    assert sorted(log.attributes["gen_ai.evaluation.name"] for log in logs) == sorted(
         ["tool_call_accuracy", "tool_failure_recovery", "loop_detection", "step_budget"]
     )
     for log in logs:
@@ -136,8 +136,9 @@ def test_one_evaluation_span_and_log_per_result_tied_to_the_agent_span(make: Any
 def test_plain_traces_are_dropped_on_the_hot_path(make: Any) -> None:
     s = make()
     for _ in range(50):
-        with s.tracer.start_as_current_span("GET /"), s.tracer.start_as_current_span("db"):
-            pass
+        with s.tracer.start_as_current_span("GET /"):
+            with s.tracer.start_as_current_span("db"):
+                pass
     s.processor.force_flush(5000)
     assert s.processor.stats.spans_received.value == 100
     assert s.processor.stats.spans_kept.value == 0
@@ -146,8 +147,9 @@ def test_plain_traces_are_dropped_on_the_hot_path(make: Any) -> None:
 
 def test_ancestors_of_genai_spans_are_kept_through_plain_spans(make: Any) -> None:
     s = make()
-    with s.tracer.start_as_current_span("POST /chat"), s.tracer.start_as_current_span("middleware"):
-        s.run()
+    with s.tracer.start_as_current_span("POST /chat"):
+        with s.tracer.start_as_current_span("middleware"):
+            s.run()
     assert wait_for(lambda: s.processor.stats.traces_evaluated.total() == 1)
     # 1 agent + 2 chat + 1 tool + the 2 plain ancestors; the root ends last and completes the trace
     assert s.processor.stats.spans_kept.value == 6
@@ -161,8 +163,8 @@ def test_crashing_evaluator_yields_error_result_and_pipeline_goes_on(make: Any) 
     outcomes = labels(s, "agent_eval_results_total")
     assert outcomes["calc|crashing|error|exception|shop"] == 3.0 and outcomes["calc|loop_detection|pass||shop"] == 3.0
     assert labels(s, "agent_eval_evaluator_errors_total") == {"crashing|exception": 3.0}
-    error_logs = [l.log_record for l in s.logs.get_finished_logs() if l.log_record.attributes["gen_ai.evaluation.name"] == "crashing"]
-    assert all(l.attributes["error.type"] == "exception" for l in error_logs) and len(error_logs) == 3
+    error_logs = [d.log_record for d in s.logs.get_finished_logs() if d.log_record.attributes["gen_ai.evaluation.name"] == "crashing"]
+    assert all(log.attributes["error.type"] == "exception" for log in error_logs) and len(error_logs) == 3
 
 
 def test_hanging_evaluator_times_out_and_the_rest_still_runs(make: Any) -> None:

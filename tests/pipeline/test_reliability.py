@@ -672,7 +672,7 @@ def test_assembled_hostile_traces_serialize_to_json(name: str) -> None:
 
 def test_shutdown_counts_the_job_a_worker_holds() -> None:
     slow = Blocking()  # blocks on an Event; the watchdog (30 s) never fires during the test
-    provider, processor, sink = make_processor([slow], evaluator_timeout_seconds=30, workers=1)
+    provider, processor, _sink = make_processor([slow], evaluator_timeout_seconds=30, workers=1)
     tracer = provider.get_tracer("app")
     try:
         for _ in range(3):

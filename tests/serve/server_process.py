@@ -227,8 +227,9 @@ class ServerProcess:
         full_env.update(env or {})
         self.stdout_path = workdir / f"{name}.out"
         self.stderr_path = workdir / f"{name}.err"
-        self._stdout = open(self.stdout_path, "wb")
-        self._stderr = open(self.stderr_path, "wb")
+        # Open for the server's lifetime, closed by ``kill``.
+        self._stdout = open(self.stdout_path, "wb")  # noqa: SIM115
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         command = [sys.executable, "-m", "otel_agent_eval", "serve", "--host", "127.0.0.1",
                    "--http-port", "0", "--grpc-port", "0", "--admin-port", "0", *args]
         self.proc = subprocess.Popen(command, env=full_env, stdout=self._stdout, stderr=self._stderr, cwd=str(workdir))
