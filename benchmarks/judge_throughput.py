@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from otel_agent_eval import AgentEvalProcessor  # noqa: E402
-from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion  # noqa: E402
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn  # noqa: E402
+from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion  # noqa: E402
 from tests.openai_server import FakeOpenAI, answer  # noqa: E402
 
 

@@ -198,7 +198,7 @@ def _timed(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, subpr
     """Wall and CPU seconds (user + system of the child) of one subprocess."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, check=False)
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
@@ -248,7 +248,7 @@ def _probe(python: str, package: str) -> str | None:
     """The package's version in that interpreter, or None (and why, printed)."""
     try:
         probe = subprocess.run([python, "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, check=False)
     except FileNotFoundError:
         print(f"{package}: not measured: {python} not found")
         return None
@@ -261,9 +261,9 @@ def _probe(python: str, package: str) -> str | None:
 
 def _json_parser(python: str) -> str:
     """The JSON parser ours decodes OTLP/JSON with in that interpreter (orjson comes with the ``otlp`` extra)."""
-    probe = subprocess.run([python, "-c", "from otel_agent_eval.formats import otlp_json as j; import importlib.metadata as m; "
-                            "print('orjson ' + m.version('orjson') if j.CLEAN_TEXT else 'json (standard library)')"],
-                           capture_output=True, text=True, cwd=CHECKOUT)
+    probe = subprocess.run([python, "-c", ("from otel_agent_eval.formats import otlp_json as j; import importlib.metadata as m; "
+                            "print('orjson ' + m.version('orjson') if j.CLEAN_TEXT else 'json (standard library)')")],
+                           capture_output=True, text=True, cwd=CHECKOUT, check=False)
     return probe.stdout.strip() or f"unknown ({(probe.stderr.strip().splitlines() or ['?'])[-1]})"
 
 

@@ -94,12 +94,14 @@ def main(argv: list[str] | None = None) -> int:
         runs = interleave(base, path, scale)
         size = path.stat().st_size / 2**20
         for bound in args.bounds:
-            read = subprocess.run([sys.executable, "-c", READ_SCRIPT, str(path), str(bound)], capture_output=True, text=True)
+            read = subprocess.run([sys.executable, "-c", READ_SCRIPT, str(path), str(bound)],
+                                  capture_output=True, text=True, check=False)
             if read.returncode:
                 raise SystemExit(read.stderr[-2000:])
             rss, traces, assembled, spilled = map(int, read.stdout.split())
             assert traces == assembled == runs, (traces, assembled, runs)  # every run whole: one run per trace
-            full = subprocess.run([sys.executable, "-c", EVALUATE_SCRIPT, str(path), str(bound)], capture_output=True, text=True)
+            full = subprocess.run([sys.executable, "-c", EVALUATE_SCRIPT, str(path), str(bound)],
+                                  capture_output=True, text=True, check=False)
             if full.returncode:
                 raise SystemExit(full.stderr[-2000:])
             full_rss = int(full.stdout.split()[0])

@@ -32,12 +32,13 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.offline import generate  # noqa: E402
+from benchmarks.offline import generate
 
 _IDS = {"traceId", "spanId", "parentSpanId"}
 
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf, spans_from_request
 
     if args.shape == "serve":
-        from benchmarks.serve_ingest import build_batches, otlp_json as serve_body
+        from benchmarks.serve_ingest import build_batches
+        from benchmarks.serve_ingest import otlp_json as serve_body
 
         lines = [serve_body(batch) for batch in build_batches(args.batches)[0]]
     else:

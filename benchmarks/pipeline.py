@@ -49,8 +49,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_agent_eval import assemble
-from otel_agent_eval.config import Settings
 from otel_agent_eval.assembly.dialects import read_operation
+from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import ToolExpectation, build_evaluators
 from otel_agent_eval.evaluators.base import Evaluator, evaluate_run, safe_evaluate
 from otel_agent_eval.isolation import evaluation_scope
@@ -117,7 +117,7 @@ def agent_run_spans(n_spans: int, seed: int = 0, tool_definitions: bool = False)
             requested.append((call_id, name, args))
             parts.append({"type": "tool_call", "id": call_id, "name": name, "arguments": args})
         if not calls:
-            parts.append({"type": "text", "content": "Your refund of 39.90 EUR for order #%d is on its way." % (1000 + seed)})
+            parts.append({"type": "text", "content": f"Your refund of 39.90 EUR for order #{1000 + seed} is on its way."})
         else:
             parts.insert(0, {"type": "text", "content": f"Step {number}: I will call {', '.join(r[1] for r in requested)}."})
         output = {"role": "assistant", "parts": parts, "finish_reason": "tool_call" if calls else "stop"}
@@ -273,21 +273,24 @@ def shape_pydantic_ai(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
         operation = attrs["gen_ai.operation.name"]
         if operation == "chat":
             history = [m for m in _semconv_history(attrs) if m["role"] != "system"]
-            attrs.update(common); attrs.update({
+            attrs.update(common)
+            attrs.update({
                 "gen_ai.input.messages": json.dumps(history), "gen_ai.system": "openai",
                 "gen_ai.system_instructions": instructions, "gen_ai.tool.definitions": definitions,
                 "model_request_parameters": parameters, "logfire.json_schema": schema,
             })
             last_chat = attrs
         elif operation == "execute_tool":
-            attrs.update(common); attrs.update({"logfire.msg": f"running tool: {attrs['gen_ai.tool.name']}", "logfire.json_schema": schema})
+            attrs.update(common)
+            attrs.update({"logfire.msg": f"running tool: {attrs['gen_ai.tool.name']}", "logfire.json_schema": schema})
         out.append(dict(span, attributes=attrs))
     agent = out[0]["attributes"]
     final = json.loads(last_chat["gen_ai.output.messages"])
     all_messages = json.loads(last_chat["gen_ai.input.messages"]) + final
     for key in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.provider.name", "gen_ai.request.model"):
         agent.pop(key)
-    agent.update(common); agent.update({
+    agent.update(common)
+    agent.update({
         "model_name": "gpt-4o-mini", "agent_name": "support", "logfire.msg": "support run",
         "final_result": _text(final[0]), "pydantic_ai.all_messages": json.dumps(all_messages),
         "gen_ai.system_instructions": instructions, "logfire.json_schema": schema,
@@ -554,7 +557,8 @@ def shapes_table(args: argparse.Namespace, evaluators: Sequence[Evaluator], roun
     for r in range(rounds):
         order = list(SHAPES) if r % 2 == 0 else list(reversed(SHAPES))
         for shape in order:
-            jobs = (("pipeline", lambda: process(data[shape], evaluators)), ("json", lambda: decode(values[shape])))
+            jobs = (("pipeline", lambda shape=shape: process(data[shape], evaluators)),
+                    ("json", lambda shape=shape: decode(values[shape])))
             for what, job in (jobs if r % 2 == 0 else jobs[::-1]):
                 started, started_cpu = time.perf_counter(), time.process_time()
                 job()

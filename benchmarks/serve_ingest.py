@@ -64,8 +64,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from otel_agent_eval.cli.demo import SCENARIOS  # noqa: E402
-from tests.serve.server_process import GrpcReceiver, Receiver  # noqa: E402
+from otel_agent_eval.cli.demo import SCENARIOS
+from tests.serve.server_process import GrpcReceiver, Receiver
 
 SPANS_PER_REQUEST = 512
 SENDERS = 4
@@ -315,17 +315,17 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
     from prometheus_client import CollectorRegistry
 
     from otel_agent_eval.assembly import assemble
-    from otel_agent_eval.pipeline.buffer import FLUSH, TraceBuffer
     from otel_agent_eval.config import Settings
     from otel_agent_eval.evaluators import build_configured_evaluators
     from otel_agent_eval.evaluators.base import evaluate_run
-    from otel_agent_eval.pipeline.completion import flatten, join_log_records
     from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf
     from otel_agent_eval.model import EvaluatedTrace
+    from otel_agent_eval.pipeline.buffer import FLUSH, TraceBuffer
+    from otel_agent_eval.pipeline.completion import flatten, join_log_records
+    from otel_agent_eval.pipeline.stats import PipelineStats, RunLabels
     from otel_agent_eval.sinks import otlp_export
     from otel_agent_eval.sinks.otel import OtelSink
     from otel_agent_eval.sinks.prometheus import PrometheusSink
-    from otel_agent_eval.pipeline.stats import PipelineStats, RunLabels
 
     bodies = [otlp_json(b) for b in batches] if kind == "http/json" else [encode_spans(b).SerializeToString() for b in batches]
     try:  # serve's collector settings (startup frozen, young passes every 50 000 objects), as serve runs
@@ -392,8 +392,13 @@ def stages(batches: list[list[ReadableSpan]], kind: str, rounds: int) -> dict[st
             tracer_provider.add_span_processor(spans)
             logger_provider.add_log_record_processor(logs)
             otel = OtelSink(tracer_provider, logger_provider)
-            encode_spans_now = lambda batch: encode_spans(batch).SerializePartialToString()
-            encode_logs_now = lambda batch: encode_logs(batch).SerializePartialToString()
+
+            def encode_spans_now(batch: Any) -> bytes:
+                return encode_spans(batch).SerializePartialToString()
+
+            def encode_logs_now(batch: Any) -> bytes:
+                return encode_logs(batch).SerializePartialToString()
+
             sink_stage = "OTel sink (SDK objects)"
         prometheus = PrometheusSink(CollectorRegistry(), PipelineStats(), RunLabels(100, 100))
         buffer = TraceBuffer(settle_delay=0, idle_timeout=60, max_age=60, max_traces=10**6, max_spans_per_trace=10**4,

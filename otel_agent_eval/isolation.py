@@ -67,7 +67,7 @@ class EvaluationRun(NamedTuple):
     span_id: str | None
 
 
-class evaluation_scope:  # noqa: N801 - used like a function: ``with evaluation_scope():``
+class evaluation_scope:  # lower case: used like a function: ``with evaluation_scope():``
     """The isolation evaluators run in: a non-recording, not-sampled parent with a fresh trace id,
     attached, and the thread marked as running an evaluator. Entered once for all the evaluators of
     one agent run (``Stages``), or by ``evaluation_run`` for one.
@@ -77,7 +77,7 @@ class evaluation_scope:  # noqa: N801 - used like a function: ``with evaluation_
 
     __slots__ = ("_context", "_ident", "_scope_token", "_token")
 
-    def __enter__(self) -> evaluation_scope:
+    def __enter__(self) -> evaluation_scope:  # noqa: PYI034 - not subclassed; typing.Self is 3.11+
         trace_id = _getrandbits(128) or 1  # 0 is the invalid id
         parent = NonRecordingSpan(SpanContext(trace_id, _getrandbits(64) or 1, False, _NOT_SAMPLED))
         self._ident = ident = threading.get_ident()
@@ -113,7 +113,7 @@ every evaluator, read by few), which ``current_run`` turns into one."""
 _Result = TypeVar("_Result")
 
 
-class evaluation_run:  # noqa: N801 - used like a function: ``with evaluation_run(run):``
+class evaluation_run:  # lower case: used like a function: ``with evaluation_run(run):``
     """Run an evaluator in an ``evaluation_scope`` (the current one when it still holds, else one
     of its own), with ``run`` as the ``current_run``.
 

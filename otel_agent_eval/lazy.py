@@ -14,7 +14,7 @@ def lazy_names(package: str, namespace: dict[str, Any], where: Mapping[str, tupl
     names ``where`` lists per relative module: each imported when first read, then kept in the package."""
     module_of = {name: module for module, names in where.items() for name in names}
 
-    def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's own name
+    def __getattr__(name: str) -> Any:  # the module hook's own name
         module = module_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -22,7 +22,7 @@ def lazy_names(package: str, namespace: dict[str, Any], where: Mapping[str, tupl
         namespace[name] = value  # once: later look-ups do not come here
         return value
 
-    def __dir__() -> list[str]:  # noqa: N807
+    def __dir__() -> list[str]:
         return sorted({*namespace, *module_of})
 
     return __getattr__, __dir__

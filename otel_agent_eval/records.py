@@ -210,7 +210,7 @@ def trace_id_hex(trace_id: int) -> str:
     try:
         return trace_id.to_bytes(16, "big").hex()
     except (OverflowError, AttributeError):  # wider, negative, not an int: as ``%`` writes it (or fails)
-        return "%032x" % trace_id
+        return "%032x" % trace_id  # noqa: UP031 - the contract: an __index__ object formats, format() would not
 
 
 def span_id_hex(span_id: int) -> str:
@@ -218,7 +218,7 @@ def span_id_hex(span_id: int) -> str:
     try:
         return span_id.to_bytes(8, "big").hex()
     except (OverflowError, AttributeError):  # wider, negative, not an int: as ``%`` writes it (or fails)
-        return "%016x" % span_id
+        return "%016x" % span_id  # noqa: UP031 - as above
 
 
 def raw_attributes(span: Any) -> Mapping[str, Any]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up a virtualenv with the test extras and runs the whole test suite.
+# Sets up a virtualenv with the test extras, lints with ruff and runs the whole test suite.
 # Usage: bash scripts/run-tests.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +12,6 @@ python3 -m venv .venv
 if command -v npm >/dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund --silent || echo "npm ci failed: the JavaScript exporter test will be skipped" >&2
 fi
+# Lint before the tests (ruff pinned in the `test` extra, configured in pyproject.toml): a finding fails the run.
+.venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -202,7 +202,7 @@ def counted_usage(index: int, body: dict[str, Any], output: str) -> Usage:
 
 # --- judge questions ------------------------------------------------------------------------------
 
-_QUESTION_LINE = re.compile(r"^- ([A-Za-z0-9_\-]+): ", re.M)
+_QUESTION_LINE = re.compile(r"^- ([A-Za-z0-9_\-]+): ", re.MULTILINE)
 
 
 def question_ids(body: dict[str, Any]) -> list[str]:
@@ -307,7 +307,7 @@ class FakeOpenAI:
 
     stop = close
 
-    def __enter__(self) -> FakeOpenAI:
+    def __enter__(self) -> FakeOpenAI:  # noqa: PYI034 - not subclassed; typing.Self is 3.11+
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -584,10 +584,10 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             try:
                 body = json.loads(self.rfile.read(length) or b"{}")

@@ -23,8 +23,8 @@ from typing import Any
 
 import openai
 import pytest
-from opentelemetry import trace as trace_api
 from opentelemetry import context as otel_context
+from opentelemetry import trace as trace_api
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -32,24 +32,30 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tests.openai_server import FakeOpenAI, status
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, Settings, install, isolation
-from otel_agent_eval.evaluators import build_configured_evaluators
-from otel_agent_eval.evaluators import view
-from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolArgumentValidity, ToolCallAccuracy, ToolFailureRecovery
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.evaluators import (
+    LoopDetection,
+    StepBudget,
+    ToolArgumentValidity,
+    ToolCallAccuracy,
+    ToolFailureRecovery,
+    build_configured_evaluators,
+    view,
+)
 from otel_agent_eval.evaluators.base import evaluate_run, safe_evaluate, telemetry_free
 from otel_agent_eval.evaluators.view import RunView, run_view
 from otel_agent_eval.isolation import EvaluationRun, evaluation_run, is_evaluator_telemetry
 from otel_agent_eval.records import OWN_SCOPE
-from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from tests.conftest import Telemetry, make_logging
 from tests.frameworks.harness import RecordingSink
+from tests.openai_server import FakeOpenAI, status
 
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 pytest.importorskip("opentelemetry.instrumentation.openai")
 
-from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryInstrumentor  # noqa: E402
-from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as ContribInstrumentor  # noqa: E402
+from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryInstrumentor
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as ContribInstrumentor
 
 RUNS = 3
 FLUSH_ROUNDS = 3
@@ -268,7 +274,7 @@ def test_judge_spans_go_to_the_provider_given() -> None:
         assert attributes["gen_ai.usage.input_tokens"] > 0 and attributes["gen_ai.usage.output_tokens"] > 0
         assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
         assert attributes["server.address"] == "127.0.0.1"
-        assert [format(link.context.span_id, "016x") for link in span.links][0] in agent_spans
+        assert format(span.links[0].context.span_id, "016x") in agent_spans
     assert sorted(s.attributes["agent_eval.evaluator.name"] for s in spans) == sorted(JUDGE_EVALUATORS * RUNS)
     judge_tp.shutdown()
 

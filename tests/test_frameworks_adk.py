@@ -47,8 +47,8 @@ import pytest
 from otel_agent_eval import AgentTrace, ToolExpectation, assemble
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import build_evaluators
-from otel_agent_eval.pipeline.completion import join_log_records
 from otel_agent_eval.formats.otlp import decode_logs_protobuf, decode_traces_protobuf
+from otel_agent_eval.pipeline.completion import join_log_records
 from otel_agent_eval.records import LogRecordData, SpanRecord
 from tests.frameworks.fidelity import ADK, by_param, fidelity
 from tests.frameworks.harness import (

@@ -219,7 +219,7 @@ def delegate(crewai_python: Path, tmp_path_factory: pytest.TempPathFactory) -> R
 
 def test_delegate_run_ended_with_the_scripted_answer(delegate: Run) -> None:
     assert delegate.output == sc.WRITE_ANSWER
-    (tool,) = delegate.tools("Delegate work to coworker")  # the model calls it delegate_work_to_coworker
+    (_tool,) = delegate.tools("Delegate work to coworker")  # the model calls it delegate_work_to_coworker
     assert [s.name for s in delegate.spans if s.attributes.get("openinference.span.kind") == "AGENT"] == [
         "Trip planner._execute_core"]  # the coworker runs inside the tool span, with no AGENT span
 

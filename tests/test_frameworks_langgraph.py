@@ -24,17 +24,17 @@ pytest.importorskip("langgraph")
 pytest.importorskip("openinference.instrumentation.langchain")
 
 
-from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
-from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.fidelity import LANGGRAPH, fidelity
+from tests.frameworks.harness import assemble_with_logs, assert_traces, only
+from tests.frameworks.langgraph_run import (
     RESEARCHER_LABELS,
     LangGraphRun,
     in_request_order,
     instrumented_run,
     researcher_trace,
 )
-from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
-from tests.frameworks.harness import assemble_with_logs, assert_traces, only  # noqa: E402
 
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
 

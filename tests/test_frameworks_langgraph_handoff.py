@@ -25,14 +25,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 pytest.importorskip("langgraph")
 pytest.importorskip("openinference.instrumentation.langchain")
 
-from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
+from openinference.instrumentation.langchain import LangChainInstrumentor
 
-from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
-from tests.conftest import make_telemetry  # noqa: E402
-from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces  # noqa: E402
-from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation
+from tests.conftest import make_telemetry
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.fidelity import LANGGRAPH, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     assemble_with_logs,
     assert_traces,
@@ -41,6 +40,7 @@ from tests.frameworks.harness import (  # noqa: E402
     step,
     trace,
 )
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces
 
 EXPECTATIONS = [
     ToolExpectation(agent="supervisor", expected_tools=["transfer_to_research_expert", "transfer_to_writer"]),
@@ -106,7 +106,7 @@ def test_openinference_tree_shape(run: LangGraphRun) -> None:
                    key=lambda s: s.start_time)
     assert [s.name for s in nodes] == ["supervisor", "research_expert", "supervisor", "writer", "supervisor"]
     for name, target in (("transfer_to_research_expert", "research_expert"), ("transfer_to_writer", "writer")):
-        handoff = only(spans, lambda s: s.name == name)
+        handoff = only(spans, lambda s, name=name: s.name == name)
         assert handoff.attributes["openinference.span.kind"] == "TOOL"
         assert "input.value" not in handoff.attributes  # no arguments: the tool only takes injected ones
         command = json.loads(handoff.attributes["output.value"])

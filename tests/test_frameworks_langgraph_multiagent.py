@@ -25,17 +25,17 @@ pytest.importorskip("langgraph")
 pytest.importorskip("openinference.instrumentation.langchain")
 
 
-from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
-from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces  # noqa: E402
-from tests.frameworks.fidelity import LANGGRAPH, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.fidelity import LANGGRAPH, fidelity
+from tests.frameworks.harness import (
     assemble_with_logs,
     assert_traces,
     only,
     step,
     trace,
 )
+from tests.frameworks.langgraph_run import LangGraphRun, instrumented_run, worker_traces
 
 EXPECTATIONS = [
     ToolExpectation(agent="research_expert", expected_tools=["search"]),

@@ -46,8 +46,8 @@ from tests.frameworks.harness import (
     steps_in_order,
     trace,
 )
-from tests.openai_server import counted_usage, text, tool_calls
 from tests.frameworks.venvs import framework_python, run_in_venv
+from tests.openai_server import counted_usage, text, tool_calls
 
 RUNNER = Path(__file__).resolve().parent / "frameworks" / "llamaindex_run.py"
 TOOL_ERROR = f"RuntimeError: {sc.TABLE_ERROR}"

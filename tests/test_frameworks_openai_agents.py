@@ -27,13 +27,13 @@ from prometheus_client import CollectorRegistry
 pytest.importorskip("agents")
 pytest.importorskip("openinference.instrumentation.openai_agents")
 
-from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-from otel_agent_eval import AgentTrace, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
-from tests.frameworks import openai_agents_scenarios as sc  # noqa: E402
-from tests.frameworks.fidelity import OPENAI_AGENTS, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, install
+from tests.conftest import Telemetry, make_telemetry
+from tests.frameworks import openai_agents_scenarios as sc
+from tests.frameworks.fidelity import OPENAI_AGENTS, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     RecordingSink,
     assemble_with_logs,

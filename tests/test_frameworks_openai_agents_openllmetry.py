@@ -40,17 +40,17 @@ pytest.importorskip("agents")
 pytest.importorskip("openinference.instrumentation.openai_agents")
 pytest.importorskip("opentelemetry.instrumentation.openai_agents")
 
-from agents import set_trace_processors  # noqa: E402
-from agents.tracing import get_trace_provider  # noqa: E402
-from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor as OpenInferenceInstrumentor  # noqa: E402
-from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
+from agents import set_trace_processors
+from agents.tracing import get_trace_provider
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor as OpenInferenceInstrumentor
+from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-from otel_agent_eval import AgentTrace  # noqa: E402
-from otel_agent_eval.evaluators import ToolFailureRecovery  # noqa: E402
-from tests.frameworks import openai_agents_scenarios as sc  # noqa: E402
-from tests.frameworks.fidelity import OPENAI_AGENTS_OPENLLMETRY, fidelity  # noqa: E402
-from tests.frameworks.harness import assemble_with_logs, differences, only, shape  # noqa: E402
-from tests.test_frameworks_openai_agents import TOOL_ERROR_TEXT, Run, instrumented_run  # noqa: E402
+from otel_agent_eval import AgentTrace
+from otel_agent_eval.evaluators import ToolFailureRecovery
+from tests.frameworks import openai_agents_scenarios as sc
+from tests.frameworks.fidelity import OPENAI_AGENTS_OPENLLMETRY, fidelity
+from tests.frameworks.harness import assemble_with_logs, differences, only, shape
+from tests.test_frameworks_openai_agents import TOOL_ERROR_TEXT, Run, instrumented_run
 
 
 def registered_processors() -> tuple[Any, ...]:

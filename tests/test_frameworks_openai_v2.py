@@ -30,19 +30,19 @@ from prometheus_client import CollectorRegistry
 
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 
-from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor  # noqa: E402
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
-from tests.frameworks import openai_v2_agent as app  # noqa: E402
-from tests.frameworks.fidelity import OPENAI_V2, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation, install
+from tests.conftest import Telemetry, make_telemetry
+from tests.frameworks import openai_v2_agent as app
+from tests.frameworks.fidelity import OPENAI_V2, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     RecordingSink,
     assemble_with_logs,
     assert_traces,
-    differences,
     call,
+    differences,
     hex_span,
     only,
     shape,

@@ -36,17 +36,17 @@ import pytest
 pytest.importorskip("langgraph")
 pytest.importorskip("opentelemetry.instrumentation.langchain")
 
-from langchain_core.messages import AIMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.prebuilt import ToolNode, create_react_agent  # noqa: E402
-from opentelemetry.instrumentation.langchain import LangchainInstrumentor  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import ToolNode, create_react_agent
+from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
 
-from otel_agent_eval import AgentTrace, ToolExpectation  # noqa: E402
-from tests.frameworks import langgraph_scenarios as sc  # noqa: E402
-from tests.frameworks.fidelity import LANGGRAPH_OPENLLMETRY, by_param, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.fidelity import LANGGRAPH_OPENLLMETRY, by_param, fidelity
+from tests.frameworks.harness import (
     assemble_with_logs,
     assert_traces,
     call,
@@ -56,7 +56,7 @@ from tests.frameworks.harness import (  # noqa: E402
     step,
     trace,
 )
-from tests.frameworks.langgraph_run import (  # noqa: E402
+from tests.frameworks.langgraph_run import (
     RESEARCHER_LABELS,
     LangGraphRun,
     in_request_order,

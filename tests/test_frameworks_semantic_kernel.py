@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import AgentTrace, assemble
-from otel_agent_eval.pipeline.completion import join_log_records
 from otel_agent_eval.formats.otlp import decode_logs_protobuf
+from otel_agent_eval.pipeline.completion import join_log_records
 from tests.frameworks import semantic_kernel_scenarios as sc
 from tests.frameworks.fidelity import SEMANTIC_KERNEL, SEMANTIC_KERNEL_SPANS, fidelity
 from tests.frameworks.harness import (

@@ -26,26 +26,26 @@ from prometheus_client import CollectorRegistry
 pytest.importorskip("smolagents")
 pytest.importorskip("openinference.instrumentation.smolagents")
 
-from openinference.instrumentation.smolagents import SmolagentsInstrumentor  # noqa: E402
+from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
-from otel_agent_eval import AgentTrace, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
-from tests.frameworks import smolagents_scenarios as sc  # noqa: E402
-from tests.frameworks.fidelity import SMOLAGENTS_CODE, SMOLAGENTS_TOOL_CALLING, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, install
+from tests.conftest import Telemetry, make_telemetry
+from tests.frameworks import smolagents_scenarios as sc
+from tests.frameworks.fidelity import SMOLAGENTS_CODE, SMOLAGENTS_TOOL_CALLING, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     RecordingSink,
-    check_processor_evaluated,
     assemble_with_logs,
     assert_traces,
     call,
+    check_processor_evaluated,
     hex_span,
     only,
     step,
     steps_in_order,
     trace,
 )
-from tests.openai_server import FakeOpenAI, counted_usage, scripted  # noqa: E402
+from tests.openai_server import FakeOpenAI, counted_usage, scripted
 
 TOOL_ERROR = "RuntimeError: Chez Test is fully booked"
 

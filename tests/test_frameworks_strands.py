@@ -39,11 +39,11 @@ from prometheus_client import CollectorRegistry
 
 pytest.importorskip("strands")
 
-from otel_agent_eval import AgentTrace, ToolExpectation, install  # noqa: E402
-from tests.conftest import Telemetry, make_telemetry  # noqa: E402
-from tests.frameworks import strands_scenarios as sc  # noqa: E402
-from tests.frameworks.fidelity import STRANDS, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace, ToolExpectation, install
+from tests.conftest import Telemetry, make_telemetry
+from tests.frameworks import strands_scenarios as sc
+from tests.frameworks.fidelity import STRANDS, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     RecordingSink,
     assemble_with_logs,

@@ -24,11 +24,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 pytest.importorskip("strands")
 
-from otel_agent_eval import AgentTrace  # noqa: E402
-from tests.conftest import make_telemetry  # noqa: E402
-from tests.frameworks import strands_multiagent_scenarios as sc  # noqa: E402
-from tests.frameworks.fidelity import STRANDS, by_param, fidelity  # noqa: E402
-from tests.frameworks.harness import (  # noqa: E402
+from otel_agent_eval import AgentTrace
+from tests.conftest import make_telemetry
+from tests.frameworks import strands_multiagent_scenarios as sc
+from tests.frameworks.fidelity import STRANDS, by_param, fidelity
+from tests.frameworks.harness import (
     OWN_SCOPE,
     assemble_with_logs,
     assert_traces,
@@ -39,8 +39,8 @@ from tests.frameworks.harness import (  # noqa: E402
     step,
     trace,
 )
-from tests.frameworks.strands_scenarios import traced_by  # noqa: E402
-from tests.openai_server import FakeOpenAI, RecordedRequest  # noqa: E402
+from tests.frameworks.strands_scenarios import traced_by
+from tests.openai_server import FakeOpenAI, RecordedRequest
 
 DEFAULT, LATEST = "default", "gen_ai_latest_experimental"
 MODES = (DEFAULT, LATEST)

@@ -21,14 +21,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator
-from otel_agent_eval import assemble
+from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, assemble
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from otel_agent_eval.config import Settings
 from otel_agent_eval.formats.langfuse import load_langfuse_export
-from otel_agent_eval.metadata import MAX_VALUE_CHARS, run_metadata, service_of
 from otel_agent_eval.formats.otlp import decode_traces_protobuf
+from otel_agent_eval.metadata import MAX_VALUE_CHARS, run_metadata, service_of
 from otel_agent_eval.records import from_readable_span
-from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from tests.conftest import parse_registry
 
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]

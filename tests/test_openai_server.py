@@ -15,8 +15,26 @@ import pytest
 openai = pytest.importorskip("openai")
 
 from tests.openai_server import (  # noqa: E402
-    OMIT, Behaviour, FakeOpenAI, answer, counted_usage, drop, empty, garbage, hang, no_choices, not_json, per_model, raw,
-    refusal, scripted, slow, status, text, tool_calls, unexpected,
+    OMIT,
+    Behaviour,
+    FakeOpenAI,
+    answer,
+    counted_usage,
+    drop,
+    empty,
+    garbage,
+    hang,
+    no_choices,
+    not_json,
+    per_model,
+    raw,
+    refusal,
+    scripted,
+    slow,
+    status,
+    text,
+    tool_calls,
+    unexpected,
 )
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]

@@ -34,11 +34,11 @@ from prometheus_client import CollectorRegistry
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from otel_agent_eval import (  # noqa: E402
+from otel_agent_eval import (
     AgentEvalProcessor,
     AgentStep,
     AgentTrace,
@@ -48,13 +48,15 @@ from otel_agent_eval import (  # noqa: E402
     ToolExpectation,
     assemble,
 )
-from otel_agent_eval.evaluators import BUILTIN_EVALUATORS  # noqa: E402
-from otel_agent_eval.model import result_id  # noqa: E402
-from otel_agent_eval.model import EvaluatedTrace  # noqa: E402
-from tests.frameworks import harness  # noqa: E402
-from tests.frameworks.fidelity import PYDANTIC_AI, by_param, fidelity  # noqa: E402
-from tests.frameworks.harness import hex_span, hex_trace  # noqa: E402
-from tests.frameworks.pydantic_ai_scenarios import (  # noqa: E402
+from otel_agent_eval.evaluators import BUILTIN_EVALUATORS
+from otel_agent_eval.model import (
+    EvaluatedTrace,
+    result_id,
+)
+from tests.frameworks import harness
+from tests.frameworks.fidelity import PYDANTIC_AI, by_param, fidelity
+from tests.frameworks.harness import hex_span, hex_trace
+from tests.frameworks.pydantic_ai_scenarios import (
     BOOKING_ANSWER,
     LOOP_ANSWER,
     UNRECOVERED_ANSWER,

@@ -18,9 +18,13 @@ from .dialects.base import AGENT, Operation
 
 HINT_FIELDS = tuple(dict.fromkeys(rule.hint for rule in RULES if rule.hint != AGENT))
 """The ``Operation`` fields some rule is triggered by."""
-_SETS_A_HINT = eval("lambda op: " + " or ".join(f"op.{name}" for name in HINT_FIELDS))
-"""Does an operation set one of those fields? Asked of every operation, and most set none: a function made from
-the rules' hint fields, so that each is read by a specialised attribute load (``attrgetter`` of slots costs ~4x)."""
+
+
+def _sets_a_hint(op: Operation) -> object:
+    """Does an operation set one of the ``HINT_FIELDS``? Asked of every operation, and most set none: the fields
+    written out, each read by a specialised attribute load (``attrgetter`` of slots costs ~4x); a test holds this
+    list to ``HINT_FIELDS`` (tests/assembly/test_index_places.py)."""
+    return op.transfer_argument or op.parent_node_id or op.agent_turn or op.graph_namespace or op.handoff_to
 
 
 class TraceIndex:
@@ -48,7 +52,7 @@ class TraceIndex:
                 ops[op.span_id] = op
                 kind = op.kind
                 kinds[kind] = kinds.get(kind, 0) + 1  # type: ignore[index, arg-type]
-                if _SETS_A_HINT(op):
+                if _sets_a_hint(op):
                     self._note_hints(op)
         if AGENT in kinds:
             self.hints.add(AGENT)
@@ -68,7 +72,7 @@ class TraceIndex:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1  # type: ignore[index, arg-type]
         if kind == AGENT:
             self.hints.add(AGENT)
-        if _SETS_A_HINT(op):
+        if _sets_a_hint(op):
             self._note_hints(op)
         if self._placed:
             self._placed.clear()

@@ -201,7 +201,7 @@ def print_report(processor: AgentEvalProcessor, out: TextIO) -> None:
             score_sum[(labels["evaluator"], labels["agent"])] += sample.value
         elif sample.name == "agent_eval_score_count":
             score_count[(labels["evaluator"], labels["agent"])] += sample.value
-    print("", file=out)
+    print(file=out)
     header = f"{'evaluator':<24} {'agent':<16} {'pass':>5} {'fail':>5} {'skip':>5} {'error':>5} {'mean score':>10} {'pass rate':>9}"
     print(header, file=out)
     print("-" * len(header), file=out)
@@ -216,11 +216,11 @@ def print_report(processor: AgentEvalProcessor, out: TextIO) -> None:
             file=out,
         )
     s = processor.stats
-    print("", file=out)
+    print(file=out)
     print(
         f"Summary: {s.spans_received.value} spans seen, {s.spans_kept.value} kept; "
         f"{s.agent_traces.total()} agent runs assembled, {s.traces_evaluated.total()} evaluated; "
-        f"dropped: {dict((k[0], v) for k, v in s.dropped.snapshot().items()) or 'none'}; "
+        f"dropped: {({k[0]: v for k, v in s.dropped.snapshot().items()}) or 'none'}; "
         f"evaluator errors: {s.evaluator_errors.total()}",
         file=out, flush=True,
     )

@@ -212,7 +212,8 @@ class _Spill:
     def __init__(self, directory: str | Path | None, level: int) -> None:
         self._shift = level * _BUCKET_BITS
         self._dir = tempfile.TemporaryDirectory(prefix="otel-agent-eval-spill-", dir=directory)
-        self._files = [open(Path(self._dir.name) / f"{i:02d}", "w+b") for i in range(_MASK + 1)]
+        # Open for the spill's lifetime, closed by ``close``.
+        self._files = [open(Path(self._dir.name) / f"{i:02d}", "w+b") for i in range(_MASK + 1)]  # noqa: SIM115
         self._counts = [0] * (_MASK + 1)
         self.level = level
 
@@ -438,7 +439,7 @@ def print_text(report: Report, out: TextIO) -> None:
         for r in results:
             score = f"{r.score:.2f}" if r.score is not None else "  - "
             print(f"    {r.evaluator:<24} {r.label:<7} {score}  {_short(r.explanation, 70)}", file=out)
-    print("", file=out)
+    print(file=out)
     print(f"{report.traces_read} traces read, {len(report.evaluated)} agent runs evaluated, "
           f"{report.traces_without_agent} traces without agent data", file=out)
     print(f"{'evaluator':<24} {'pass':>5} {'fail':>5} {'skip':>5} {'error':>5} {'pass rate':>9} {'mean':>6}", file=out)

@@ -120,7 +120,7 @@ class ScriptedAgent:
                 if tool is None:
                     raise ToolError(f"unknown tool {name!r}")
                 result = tool(**args)
-            except Exception as exc:  # the agent reports tool errors to the model
+            except Exception as exc:  # noqa: BLE001 - the agent reports tool errors to the model
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, str(exc)))
                 span.set_attribute("error.type", type(exc).__name__)

@@ -143,7 +143,7 @@ def safe_evaluate(evaluator: Evaluator, trace: AgentTrace) -> tuple[list[EvalRes
                     f"{type(evaluator).__name__}.evaluate must return list[EvalResult], got a {type(result).__name__} in it"
                 )
         return results, False
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an evaluator's failure is its error result, never the host's
         return [evaluator.error(trace, f"{type(exc).__name__}: {exc}"[:500], "exception")], True
 
 

@@ -106,7 +106,7 @@ def catalogue() -> list[EvaluatorInfo]:
         try:
             target = ep.load()
             infos.append(EvaluatorInfo(name, _first_line(target), _needs_judge(target), "entry_point"))
-        except Exception as exc:  # a broken package must not hide the others
+        except Exception as exc:  # noqa: BLE001 - a broken package must not hide the others
             infos.append(EvaluatorInfo(name, f"(cannot load: {type(exc).__name__}: {exc})"[:200], False, "entry_point"))
     return sorted(infos, key=lambda info: info.name)
 

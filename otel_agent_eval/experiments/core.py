@@ -236,7 +236,7 @@ def run_case(case: Case, task: Callable[[Case], Any], evaluators: Sequence[Evalu
     token = otel_context.attach(ctx)
     try:
         output = task(case)
-    except Exception as exc:  # the case fails, the experiment goes on
+    except Exception as exc:  # noqa: BLE001 - the case fails, the experiment goes on
         task_error = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         otel_context.detach(token)
@@ -364,8 +364,8 @@ def print_text(report: ExperimentReport, out: TextIO, comparison: dict[str, Any]
         for name, diff in comparison["evaluators"].items():
             if diff["difference"] is not None:
                 out.write(f"  vs baseline {name}: {diff['difference']:+.1%} (p={diff['p_value']:.3f})\n")
-        for flip in comparison["flipped"]:
-            out.write(f"  flipped: case {flip['case']} {flip['evaluator']}: {flip['before']} -> {flip['after']}\n")
+        out.writelines(f"  flipped: case {flip['case']} {flip['evaluator']}: {flip['before']} -> {flip['after']}\n"
+                       for flip in comparison["flipped"])
     for case in report.cases:
         for r in case.results:
             if r.label in ("fail", "error"):

@@ -17,9 +17,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import otlp_json
 from ..metadata import resource_metadata
-from .otlp_json import OTLPDecodeError
 from ..records import (
     STATUS_UNSET,
     LogRecordData,
@@ -27,6 +25,8 @@ from ..records import (
     unchecked_span_event,
     unchecked_span_record,
 )
+from . import otlp_json
+from .otlp_json import OTLPDecodeError
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message

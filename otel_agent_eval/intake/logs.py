@@ -67,7 +67,7 @@ class AgentEvalLogProcessor(LogRecordProcessor):
             name = event_name_of(record.event_name, record.attributes)
             if classify_log(name, record.trace_id, record.span_id) == CONTENT:
                 self.pipeline.intake.offer_log(log_record_data(record, name))
-        except Exception:
+        except Exception:  # noqa: BLE001 - never raise into the host app
             self.pipeline.internal_error("on_emit", "otel-agent-eval: error in the log record processor")
 
     emit = on_emit  # older SDKs call emit()

@@ -116,7 +116,7 @@ class AgentEvalProcessor(SpanProcessor):
         """The hot path: the intake rule (``intake/admission.py``), then one bounded append. Never raises."""
         try:
             self.pipeline.intake.offer_span(span)
-        except Exception:
+        except Exception:  # noqa: BLE001 - never raise into the host app
             self.pipeline.internal_error("on_end", "otel-agent-eval: error in on_end")
 
     @property

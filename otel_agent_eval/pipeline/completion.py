@@ -55,7 +55,7 @@ def records_of(spans: Sequence[Any], on_unreadable: Callable[[], None]) -> list[
             continue
         try:
             records.append(from_readable_span(span, content=is_genai(raw_attributes(span))))
-        except Exception:
+        except Exception:  # noqa: BLE001 - one unreadable span is counted, the trace goes on
             on_unreadable()
     return records
 
@@ -124,7 +124,7 @@ def join_log_records(records: Sequence[SpanRecord], logs: Sequence[LogRecordData
             continue
         attributes = dict(record.attributes)
         events = list(record.events)
-        for log in sorted(mine, key=lambda l: l.time_unix_nano):
+        for log in sorted(mine, key=lambda entry: entry.time_unix_nano):
             name = event_name_of(log.event_name, log.attributes) or "log"
             if name == DETAILS_EVENT:
                 for key, value in _attributes(log).items():

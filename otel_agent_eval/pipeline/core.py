@@ -212,7 +212,7 @@ class Pipeline:
         while not self._stopping:
             try:
                 self._collect_once()
-            except Exception:  # keep the pipeline alive; a bug here must not stop evaluation
+            except Exception:  # noqa: BLE001 - keep the pipeline alive; a bug here must not stop evaluation
                 self.internal_error("collector", "otel-agent-eval: error in the collector thread")
             self._wake.wait(TICK_SECONDS)
             self._wake.clear()
@@ -255,7 +255,7 @@ class Pipeline:
                 else:
                     parent = item.parent
                     self.buffer.add(item, item.context.trace_id, parent is None or parent.is_remote, now)
-            except Exception:
+            except Exception:  # noqa: BLE001 - one unreadable span is counted, the others go on
                 self.internal_error("record", "otel-agent-eval: could not read a span")
 
     def _on_completed(self, completed: CompletedTrace, *, draining: bool = False) -> None:
@@ -264,7 +264,7 @@ class Pipeline:
         try:
             runs = runs_of(completed, self.conversations,
                            lambda: self.internal_error("record", "otel-agent-eval: could not read a span"))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a trace assembly cannot read is dropped and counted
             self.stats.dropped.inc("assembly_error")
             self.internal_error("assemble", "otel-agent-eval: assembly failed for trace %032x", completed.trace_id)
             return

@@ -162,4 +162,5 @@ class LogOnce:
         if kind in self._seen:
             return
         self._seen.add(kind)
-        _logger.error(message + " (further occurrences are only counted)", *args, exc_info=True)
+        # Called from except blocks (``Pipeline.internal_error``): the exception being handled is logged.
+        _logger.error(message + " (further occurrences are only counted)", *args, exc_info=True)  # noqa: LOG014

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry._logs import LogRecord, LoggerProvider, SeverityNumber, get_logger_provider
+from opentelemetry._logs import LoggerProvider, LogRecord, SeverityNumber, get_logger_provider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from ..metadata import SERVICE_NAME

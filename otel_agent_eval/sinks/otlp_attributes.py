@@ -1,5 +1,5 @@
-"""Attributes as OTLP protobuf, for ``otlp_direct.py``: the wire format's fields, the SDK's attribute limits,
-and the templates the usual result records and evaluation spans are encoded from.
+"""Attributes as OTLP protobuf, for ``otlp_direct.py``: their fields (on ``otlp_wire.py``'s wire format), the SDK's
+attribute limits, and the templates the usual result records and evaluation spans are encoded from.
 
 Most of a record's and of the evaluation span's attribute bytes recur run after run (keys, evaluator and agent
 names, labels, counts, scores, explanations, flat details): ``RecordTemplates`` and ``SpanTemplates`` encode the
@@ -22,36 +22,15 @@ from ..metadata import SERVICE_NAME
 from ..model import AgentTrace, EvalResult, EvaluatedTrace
 from .fit import exact_key, flat_key
 from .otel import details_text, explanation_text, log_attributes, span_attributes
+from .otlp_wire import SMALL as _SMALL
+from .otlp_wire import field as _field
+from .otlp_wire import pack_double as _pack_double
+from .otlp_wire import text as _text
+from .otlp_wire import varint as _varint
 
 _logger = logging.getLogger("otel_agent_eval.export")
 
-# --------------------------------------------------------------------------- protobuf wire format
-
-_SMALL = [bytes((n,)) for n in range(128)]
-_pack_double = struct.Struct("<d").pack
-_pack_fixed64 = struct.Struct("<Q").pack
-_pack_fixed32 = struct.Struct("<I").pack
-
-
-def _varint(n: int) -> bytes:
-    if n < 128:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 128:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _field(tag: bytes, payload: bytes) -> bytes:
-    """A length-delimited field: tag, length, payload."""
-    n = len(payload)
-    return tag + (_SMALL[n] if n < 128 else _varint(n)) + payload
-
-
-def _text(tag: bytes, text: str) -> bytes:
-    return _field(tag, text.encode("utf-8"))
+# --------------------------------------------------------------------------- attribute values
 
 
 def any_value(value: Any) -> bytes:
@@ -285,7 +264,7 @@ def record_template(tag: bytes, result: EvalResult, service: Any, limits: Limits
     try:
         probes = _probe(result, 1), _probe(result, 2)
         first, second = (log_attributes(p, service) for p in probes)
-    except Exception:  # a result the probes do not fit: the general way
+    except Exception:  # noqa: BLE001 - a result the probes do not fit: the general way
         return None
     if list(first) != list(second) or limits.reach(len(first)):
         return None
@@ -448,7 +427,7 @@ class SpanTemplates:
                                         ended_ns=2, results=[_varied(r, 1, _RESULT_KEY_FIELDS, details={"probe": 1})
                                                              for r in evaluated.results])
             first, second = span_attributes(evaluated), span_attributes(probe)
-        except Exception:  # a run the probe does not fit: the general way
+        except Exception:  # noqa: BLE001 - a run the probe does not fit: the general way
             return None
         if list(first) != list(second) or self._limits.reach(len(first)):
             return None

@@ -13,7 +13,7 @@ timestamps, span flags, empty status and log body, severity, event name, resourc
 SDK's attribute limits (``OTEL_*ATTRIBUTE*_LIMIT``), and a log record's observed time taken when
 it is emitted.
 The attributes' encoding, the limits and the templates the usual attributes are written from (the same bytes)
-are in ``otlp_attributes.py``.
+are in ``otlp_attributes.py``; the wire format's varints and fields in ``otlp_wire.py``.
 
 ``ResultQueue`` batches like the SDK's batch processors (a request at the batch size or after the
 schedule delay, ``OTEL_BSP_SCHEDULE_DELAY`` / ``OTEL_BLRP_SCHEDULE_DELAY``) behind the same bound
@@ -37,22 +37,22 @@ from ..metadata import SERVICE_NAME
 from ..model import EvaluatedTrace
 from .otel import EVENT_NAME, SCOPE_NAME, SPAN_NAMES, log_attributes, span_attributes
 from .otlp_attributes import (
-    _SMALL,
     MAX_CACHED_FIELDS,
     MAX_CACHED_TEXT,
     Limits,
     RecordTemplates,
     SpanTemplates,
-    _field,
-    _pack_fixed32,
-    _pack_fixed64,
-    _text,
-    _varint,
     attributes,
     log_limits,
     span_limits,
 )
 from .otlp_export import ExportTally
+from .otlp_wire import SMALL as _SMALL
+from .otlp_wire import field as _field
+from .otlp_wire import pack_fixed32 as _pack_fixed32
+from .otlp_wire import pack_fixed64 as _pack_fixed64
+from .otlp_wire import text as _text
+from .otlp_wire import varint as _varint
 
 _logger = logging.getLogger("otel_agent_eval.export")
 

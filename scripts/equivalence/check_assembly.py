@@ -11,9 +11,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.getcwd())  # the checkout under test first
-import proxy_pickle  # noqa: E402,F401  (records hold read-only mappings)
+import proxy_pickle  # noqa: F401  (records hold read-only mappings)
 
-from otel_agent_eval import assemble  # noqa: E402
+from otel_agent_eval import assemble
 
 CORPUS = os.environ.get("ASSEMBLY_CORPUS", "/tmp/assembly-corpus")
 

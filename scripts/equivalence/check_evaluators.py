@@ -12,10 +12,10 @@ import time
 
 sys.path.insert(0, os.getcwd())  # the checkout under test first
 
-from otel_agent_eval.config import Settings  # noqa: E402
-from otel_agent_eval.evaluators import BUILTIN_EVALUATORS, ToolExpectation, build_evaluators  # noqa: E402
-from otel_agent_eval.evaluators.base import evaluate_run  # noqa: E402
-from otel_agent_eval.model import AgentTrace  # noqa: E402
+from otel_agent_eval.config import Settings
+from otel_agent_eval.evaluators import BUILTIN_EVALUATORS, ToolExpectation, build_evaluators
+from otel_agent_eval.evaluators.base import evaluate_run
+from otel_agent_eval.model import AgentTrace
 
 CORPUS = os.environ.get("ASSEMBLY_CORPUS", "/tmp/assembly-corpus")
 BASELINE = os.path.join(CORPUS, "evaluators-baseline.pickle")

@@ -59,9 +59,9 @@ def test_span_ids_are_written_as_16_hex_digits_and_any_other_id_as_percent_x_wri
              tool(ids["tool"], "f", 21, 30, call_id="c1"), chat(ids["wide chat"], 31, 40, calls=[("c2", "g", {})]),
              tool(ids["wide tool"], "g", 41, 50, call_id="c2"), chat(3, 51, 60, text="done")]
     (trace,) = assemble(spans)
-    assert trace.agent_span_id == "0000000000000001" and trace.trace_id == "%032x" % 9
+    assert trace.agent_span_id == "0000000000000001" and trace.trace_id == f"{9:032x}"
     assert [s.span_ids for s in trace.steps] == [
-        ["00000000000000ab", "ffffffffffffffff"], ["%016x" % (2**64 + 7), "-000000000000003"], ["0000000000000003"]]
+        ["00000000000000ab", "ffffffffffffffff"], [f"{2**64 + 7:016x}", "-000000000000003"], ["0000000000000003"]]
     assert [[c.span_id for c in s.tool_calls] for s in trace.steps] == [["ffffffffffffffff"], ["-000000000000003"], []]
 
 
@@ -158,7 +158,7 @@ def test_requested_not_executed_is_kept_without_result() -> None:
 def test_executed_not_requested_is_flagged() -> None:
     spans = [agent(), chat(2, 0, 10, calls=[("c1", "t", {})]), tool(3, "t", 20, 30, call_id="c1"), tool(4, "other", 20, 30, call_id="zz")]
     (trace,) = assemble(spans)
-    (call_t, call_other) = trace.steps[0].tool_calls
+    (_call_t, call_other) = trace.steps[0].tool_calls
     assert (call_other.name, call_other.requested, call_other.executed) == ("other", False, True)
     assert trace.steps[0].issues == ["tool span 0000000000000004 (other) was not requested by this turn"]
 

@@ -18,7 +18,15 @@ from typing import Any
 
 from otel_agent_eval.assembly.dialects import semconv
 from otel_agent_eval.assembly.dialects.base import (
-    AGENT, LLM, TOOL, Operation, canonical_json, first_str, maybe_json, parse_json_value, unwrap_tool_payload,
+    AGENT,
+    LLM,
+    TOOL,
+    Operation,
+    canonical_json,
+    first_str,
+    maybe_json,
+    parse_json_value,
+    unwrap_tool_payload,
 )
 from otel_agent_eval.records import STATUS_ERROR, SpanRecord, clean
 

@@ -13,7 +13,17 @@ from typing import Any
 
 from otel_agent_eval import assemble
 from otel_agent_eval.assembly.dialects import (
-    DIALECTS, GENAI_MARKERS, adk, detected, is_genai, legacy, openinference, pydantic_ai, read_operation, semconv, traceloop,
+    DIALECTS,
+    GENAI_MARKERS,
+    adk,
+    detected,
+    is_genai,
+    legacy,
+    openinference,
+    pydantic_ai,
+    read_operation,
+    semconv,
+    traceloop,
     vercel,
 )
 from otel_agent_eval.records import STATUS_ERROR, SpanEvent, SpanRecord
@@ -581,7 +591,7 @@ def test_dispatch_finds_what_asking_every_dialect_finds() -> None:
     records = [record(**{key: "v"}) for dialect in DIALECTS for key in dialect.DETECT_KEYS]
     records += [
         record(**{"gen_ai.system": "gcp.vertex.agent"}), record(scope="gcp.vertex.agent"), record(name="ai.generateText"),
-        record(scope="pydantic-ai"), record(**{"agent_name": "a", "final_result": "r"}),
+        record(scope="pydantic-ai"), record(agent_name="a", final_result="r"),
         record(events=(SpanEvent("gen_ai.choice", 0, {}),)), record(events=(SpanEvent("exception", 0, {}),)),
         record(**{"openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "llm.request.type": "chat"}),
         record(name="ai.streamText", scope="pydantic-ai", **{"traceloop.span.kind": "tool"}),

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from otel_agent_eval.assembly.dialects.base import AGENT, LLM, STEP, TOOL, Operation
-from otel_agent_eval.assembly.index import TraceIndex
+from otel_agent_eval.assembly.index import HINT_FIELDS, TraceIndex, _sets_a_hint
 from otel_agent_eval.records import SpanRecord
 
 KINDS = (AGENT, LLM, TOOL, STEP)
@@ -68,3 +68,19 @@ def test_nearest_and_top_match_walking_the_ancestors(seed: int) -> None:
     assert_same_as_walking(index, rng)
     index.remove([rng.choice(list(index.ops))])
     assert_same_as_walking(index, rng)
+
+
+def test_the_hint_check_reads_exactly_the_rules_hint_fields() -> None:
+    """``_sets_a_hint`` (the hint fields written out) reads every ``Operation`` field some rule is triggered by,
+    and no other: a rule with a new hint field fails here until the field is added there."""
+    assert set(_sets_a_hint.__code__.co_names) == set(HINT_FIELDS)
+    record = SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="s", start_time_unix_nano=0,
+                        end_time_unix_nano=1)
+    assert not _sets_a_hint(Operation(record=record, kind=TOOL))
+    for name in HINT_FIELDS:
+        op = Operation(record=record, kind=TOOL)
+        setattr(op, name, "set")
+        assert _sets_a_hint(op), name
+        index = TraceIndex({})
+        index.add(op)
+        assert index.hints == {name}

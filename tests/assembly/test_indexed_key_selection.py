@@ -19,12 +19,12 @@ PREFIXES = (("gen_ai.completion.", "."), ("llm.output_messages.", ".message."), 
 
 
 def reference(attrs: dict[str, Any], prefix: str, infix: str) -> dict[int, dict[str, Any]]:
-    pattern = re.compile(re.escape(prefix) + r"([0-9]+)" + re.escape(infix) + r"(.+)", re.S)
+    pattern = re.compile(re.escape(prefix) + r"([0-9]+)" + re.escape(infix) + r"(.+)", re.DOTALL)
     grouped: dict[int, dict[str, Any]] = {}
-    for key in attrs:
+    for key, value in attrs.items():
         match = pattern.fullmatch(key) if key.startswith(prefix) else None
         if match:
-            grouped.setdefault(int(match.group(1)), {})[match.group(2)] = attrs[key]
+            grouped.setdefault(int(match.group(1)), {})[match.group(2)] = value
     return grouped
 
 

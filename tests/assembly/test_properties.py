@@ -80,9 +80,9 @@ def agent_traces(
         gen.llm_ids.append(llm_id)
         parts: list[dict[str, object]] = []
         ids: list[str | None] = []
-        for name, args, has_id in calls:
+        for name, args, with_id in calls:
             call_number += 1
-            cid = f"call_{call_number}" if has_id else None
+            cid = f"call_{call_number}" if with_id else None
             ids.append(cid)
             part: dict[str, object] = {"type": "tool_call", "name": name, "arguments": args}
             if cid is not None:

@@ -50,7 +50,7 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
     run = subprocess.run(
         CLI + ["evaluate", str(traces), "--format", "json", "--expectations", str(expectations),
                "--gate", "tool_call_accuracy=0.3", "--gate", "loop_detection=0.5"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, check=False,
     )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
@@ -65,7 +65,7 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
 
     gated = subprocess.run(
         CLI + ["evaluate", str(traces), "--expectations", str(expectations), "--gate", "tool_call_accuracy=0.9"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, check=False,
     )
     assert gated.returncode == 1
     assert "GATE FAILED: tool_call_accuracy: pass rate 33.3% < 90.0%" in gated.stdout
@@ -76,7 +76,7 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
         CLI + ["evaluate", str(traces), "--format", "json", "--expectations", str(expectations),
                "--threshold", "tool_call_accuracy=0.5", "--gate", "tool_call_accuracy=0.6"],
         capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OTEL_AGENT_EVAL_THRESHOLDS": "tool_call_accuracy=0.9,loop_detection=0.0"},
+        env={**os.environ, "OTEL_AGENT_EVAL_THRESHOLDS": "tool_call_accuracy=0.9,loop_detection=0.0"}, check=False,
     )
     assert lowered.returncode == 0, lowered.stderr
     totals = json.loads(lowered.stdout)["totals"]
@@ -90,23 +90,24 @@ def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> No
 ])
 def test_evaluate_bad_threshold_names_the_flag(tmp_path: Path, flag: str, message: str) -> None:
     run = subprocess.run(CLI + ["evaluate", str(tmp_path / "x.json"), "--threshold", flag],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 2 and "--threshold" in run.stderr and message in run.stderr, run.stderr
 
 
 def test_evaluate_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"resourceSpans": [{"scopeSpans": [')
-    run = subprocess.run(CLI + ["evaluate", str(broken)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(CLI + ["evaluate", str(broken)], capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 2 and "broken.json" in run.stderr or "line" in run.stderr
-    bad_gate = subprocess.run(CLI + ["evaluate", str(broken), "--gate", "x=2"], capture_output=True, text=True, timeout=60)
+    bad_gate = subprocess.run(CLI + ["evaluate", str(broken), "--gate", "x=2"],
+                              capture_output=True, text=True, timeout=60, check=False)
     assert bad_gate.returncode == 2 and "MIN_PASS_RATE" in bad_gate.stderr
 
 
 def test_config_error_names_the_variable() -> None:
     run = subprocess.run(
         CLI + ["demo", "--traces", "1", "--metrics-port", "-1"], capture_output=True, text=True, timeout=60,
-        env={"OTEL_AGENT_EVAL_SAMPLE_RATE": "often", "PATH": "/usr/bin:/bin"},
+        env={"OTEL_AGENT_EVAL_SAMPLE_RATE": "often", "PATH": "/usr/bin:/bin"}, check=False,
     )
     assert run.returncode == 2
     assert "OTEL_AGENT_EVAL_SAMPLE_RATE" in run.stderr
@@ -159,7 +160,8 @@ def test_evaluate_json_needs_no_protobuf_and_protobuf_files_say_what_is_missing(
     traces = tmp_path / "traces.jsonl"
     export_demo_traces(traces, ["weather: good (parallel calls)"])
     run = subprocess.run([sys.executable, "-c", WITHOUT_PROTOBUF, "evaluate", str(traces), "--format", "json",
-                          "--expectations", str(expectations)], capture_output=True, text=True, timeout=120)
+                          "--expectations", str(expectations)],
+                         capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["traces_read"] == 1
     assert "protobuf imported: False" in run.stderr
@@ -172,6 +174,6 @@ def test_evaluate_json_needs_no_protobuf_and_protobuf_files_say_what_is_missing(
     binary = tmp_path / "traces.pb"
     binary.write_bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
     run = subprocess.run([sys.executable, "-c", WITHOUT_PROTOBUF, "evaluate", str(binary)], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, check=False)
     assert run.returncode == 2
     assert "needs the otlp extra" in run.stderr and "Traceback" not in run.stderr

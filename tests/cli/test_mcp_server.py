@@ -18,17 +18,16 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp")
-from mcp.client import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-
-from otel_agent_eval.cli.mcp_server import ingest, tool_call_accuracy  # noqa: E402
-from tests.test_manual_tracing import record_refund  # noqa: E402
-from tests.formats.test_otlp import to_otlp_json  # noqa: E402
+from otel_agent_eval.cli.mcp_server import ingest, tool_call_accuracy
+from tests.formats.test_otlp import to_otlp_json
+from tests.test_manual_tracing import record_refund
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"eval_tool_call_accuracy", "eval_ingest_trace", "eval_trace", "list_evaluators"}

@@ -25,11 +25,8 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tests.formats.test_otlp import to_otlp_json
 
-from otel_agent_eval.config import Settings
 from otel_agent_eval.cli.demo import SCENARIOS
-from otel_agent_eval.evaluators import build_evaluators as _build
 from otel_agent_eval.cli.evaluate import (
     TraceGroups,
     budget_share,
@@ -38,6 +35,9 @@ from otel_agent_eval.cli.evaluate import (
     split_files,
 )
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.config import Settings
+from otel_agent_eval.evaluators import build_evaluators as _build
+from tests.formats.test_otlp import to_otlp_json
 from tests.offline_reference import evaluate_records, read_files
 
 CLI = [sys.executable, "-m", "otel_agent_eval"]
@@ -213,12 +213,15 @@ def test_cli_jobs_merges_one_report(tmp_path: Path) -> None:
         files.append(str(path))
 
     def run(*extra: str) -> dict[str, Any]:
-        done = subprocess.run(CLI + ["evaluate", *files, "--format", "json", *extra], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(CLI + ["evaluate", *files, "--format", "json", *extra],
+                              capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode in (0, 1), done.stderr
         return json.loads(done.stdout)
 
     one, three = run(), run("--jobs", "3")
     assert three["traces_read"] == one["traces_read"] == 9
     assert three["totals"] == one["totals"]
-    key = lambda run: run["trace"]["trace_id"]
+    def key(run: dict[str, Any]) -> str:
+        return run["trace"]["trace_id"]
+
     assert sorted(three["agent_runs"], key=key) == sorted(one["agent_runs"], key=key)

@@ -153,7 +153,7 @@ def _panels(model: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _variable_query(query: str) -> str:
     """label_values(metric, label) as an equivalent PromQL query."""
-    m = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", query, re.S)
+    m = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", query, re.DOTALL)
     if m is None:
         return query
     return f"group by ({m.group(2)}) ({m.group(1)})"

@@ -35,7 +35,6 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import FakeOpenAI, answer
 from tests.deploy.test_deploy_assets import (
     CONTRACT_LABELS,
     CONTRACT_METRICS,
@@ -48,6 +47,7 @@ from tests.deploy.test_deploy_assets import (
     substitute,
     yaml_module,
 )
+from tests.openai_server import FakeOpenAI, answer
 
 STARTUP_TIMEOUT = 60.0
 DATA_TIMEOUT = 90.0
@@ -268,7 +268,7 @@ def test_every_expression_is_valid_and_core_ones_return_data(stack: Stack) -> No
 
 def test_live_metrics_match_the_contract(stack: Stack) -> None:
     text = _get(stack.metrics_url)[1].decode()
-    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     missing = []
     for name, kind in CONTRACT_METRICS.items():
         if stack.judge is None and name in JUDGE_METRICS:
@@ -288,7 +288,7 @@ def test_live_metrics_match_the_contract(stack: Stack) -> None:
 def _exposed_labels(text: str) -> set[tuple[str, str]]:
     """(metric, label name) of every sample of the CONTRACT_LABELS metrics on a /metrics page."""
     out = set()
-    for m in re.finditer(r"^(agent_eval_\w+?)(?:_bucket|_sum|_count|_created)?\{([^}]*)\}", text, re.M):
+    for m in re.finditer(r"^(agent_eval_\w+?)(?:_bucket|_sum|_count|_created)?\{([^}]*)\}", text, re.MULTILINE):
         name = m.group(1)
         if name not in CONTRACT_LABELS:
             continue

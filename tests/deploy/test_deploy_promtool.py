@@ -15,7 +15,8 @@ TESTS_DIR = DEPLOY / "prometheus" / "tests"
 
 def test_promtool_check_rules() -> None:
     promtool = require_binary("promtool")
-    proc = subprocess.run([promtool, "check", "rules", str(RULES_FILE)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([promtool, "check", "rules", str(RULES_FILE)],
+                          capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -24,7 +25,8 @@ def test_promtool_test_rules() -> None:
     files = sorted(TESTS_DIR.glob("*.yml"))
     assert len(files) >= 2
     proc = subprocess.run(
-        [promtool, "test", "rules", *map(str, files)], capture_output=True, text=True, timeout=300, cwd=TESTS_DIR
+        [promtool, "test", "rules", *map(str, files)],
+        capture_output=True, text=True, timeout=300, cwd=TESTS_DIR, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -55,6 +57,12 @@ def _minutes(duration: str) -> int:
     return value * {"m": 1, "h": 60, "d": 1440}[unit]
 
 
+def _increase(series: dict[str, list[float]], agent: str, outcome: str, now: int, back: int) -> float:
+    """How much ``agent``'s ``outcome`` counter grew over the ``back`` steps before step ``now``."""
+    (values,) = [v for k, v in series.items() if f'agent="{agent}"' in k and f'outcome="{outcome}"' in k]
+    return values[now] - values[now - back]
+
+
 def test_recorded_bounds_in_promtool_tests_match_the_closed_form() -> None:
     """The expected bounds in score-drop.test.yml are the closed form of the counts in its own input series."""
     doc = yaml_module().safe_load((TESTS_DIR / "score-drop.test.yml").read_text())
@@ -68,12 +76,7 @@ def test_recorded_bounds_in_promtool_tests_match_the_closed_form() -> None:
                 continue
             bound, window, agent = m.groups()
             now, back = _minutes(check["eval_time"]) // step, _minutes(window) // step
-
-            def count(outcome: str) -> float:
-                (values,) = [v for k, v in series.items() if f'agent="{agent}"' in k and f'outcome="{outcome}"' in k]
-                return values[now] - values[now - back]
-
-            passed, failed = count("pass"), count("fail")
+            passed, failed = _increase(series, agent, "pass", now, back), _increase(series, agent, "fail", now, back)
             expected = wilson(passed, passed + failed)[0 if bound == "lower" else 1]
             (sample,) = check["exp_samples"]
             assert sample["value"] == pytest.approx(expected, rel=1e-12), (check["expr"], passed, failed)

@@ -84,18 +84,19 @@ def test_evaluate_runs_user_evaluators_by_entry_point_and_module_class(tmp_path:
     traces = tmp_path / "traces.jsonl"
     export_demo_traces(traces, ["weather: good (parallel calls)", "weather: wrong tool"])
     run = subprocess.run(CLI + ["evaluate", str(traces), "--format", "json", "--evaluators", USER_SPECS],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     totals = json.loads(run.stdout)["totals"]
     assert set(totals) == {"tool_call_accuracy", "answers_in_french", "answer_length"}
     assert totals["answers_in_french"]["fail"] == 2  # the demo agents answer in English
     assert totals["answer_length"]["pass"] == 2  # short answers
 
-    bad = subprocess.run(CLI + ["evaluate", str(traces)], capture_output=True, text=True, timeout=60,
+    bad = subprocess.run(CLI + ["evaluate", str(traces)], capture_output=True, text=True, timeout=60, check=False,
                          env={**os.environ, "OTEL_AGENT_EVAL_EVALUATORS": "tool_call_accuracy,oae_example_plugin:Nope"})
     assert bad.returncode == 2
     assert "OTEL_AGENT_EVAL_EVALUATORS" in bad.stderr and "'oae_example_plugin:Nope': cannot import it" in bad.stderr, bad.stderr
-    unknown = subprocess.run(CLI + ["evaluate", str(traces), "--evaluators", "answers_in_frnch"], capture_output=True, text=True, timeout=60)
+    unknown = subprocess.run(CLI + ["evaluate", str(traces), "--evaluators", "answers_in_frnch"],
+                             capture_output=True, text=True, timeout=60, check=False)
     assert unknown.returncode == 2 and "unknown evaluator 'answers_in_frnch'" in unknown.stderr, unknown.stderr
 
 

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from scoring_comparison import CASES, Case, ours, table  # noqa: E402
+from scoring_comparison import CASES, Case, ours, table
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from otel_agent_eval import ToolCallAccuracy
 from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.experiments.core import Case, compare, failed_gates, load_dataset, run_experiment
-from otel_agent_eval.manual import agent_run
 from otel_agent_eval.experiments.stats_ci import Gate, two_proportion_test, wilson_interval
+from otel_agent_eval.manual import agent_run
 from tests.frameworks import pydantic_ai_scenarios as pa
 
 

@@ -14,26 +14,26 @@ import pytest
 pytest.importorskip("opentelemetry.proto")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
 
-from google.protobuf import json_format  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry._logs import SeverityNumber  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from google.protobuf import json_format
+from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,  # noqa: E402
+    ExportTraceServiceRequest,
 )
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import (  # noqa: E402
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
     InMemoryLogRecordExporter,
     SimpleLogRecordProcessor,
 )
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import (  # noqa: E402
+from opentelemetry.trace import (
     NonRecordingSpan,
     SpanContext,
     SpanKind,
@@ -42,7 +42,7 @@ from opentelemetry.trace import (  # noqa: E402
     TraceFlags,
 )
 
-from otel_agent_eval.formats.otlp import (  # noqa: E402
+from otel_agent_eval.formats.otlp import (
     LogRecordData,
     OTLPDecodeError,
     decode_logs_json,
@@ -52,7 +52,7 @@ from otel_agent_eval.formats.otlp import (  # noqa: E402
     read_trace_file,
     spans_from_request,
 )
-from otel_agent_eval.records import SpanRecord, from_readable_span  # noqa: E402
+from otel_agent_eval.records import SpanRecord, from_readable_span
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "otlp"
 REMOTE_TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("opentelemetry.proto")
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from otel_agent_eval.formats.otlp import OTLPDecodeError, decode_traces_json, spans_from_request  # noqa: E402
-from tests.formats.test_otlp import to_otlp_json  # noqa: E402
+from otel_agent_eval.formats.otlp import OTLPDecodeError, decode_traces_json, spans_from_request
+from tests.formats.test_otlp import to_otlp_json
 
 scalars = st.one_of(
     st.text(max_size=20).map(lambda v: AnyValue(string_value=v)),

@@ -39,20 +39,20 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of LiteLLM's price list
 
-from google.adk.agents import LlmAgent, RunConfig  # noqa: E402
-from google.adk.agents.run_config import StreamingMode  # noqa: E402
-from google.adk.models.lite_llm import LiteLlm  # noqa: E402
-from google.adk.runners import InMemoryRunner  # noqa: E402
-from google.adk.tools.agent_tool import AgentTool  # noqa: E402
-from google.genai import types  # noqa: E402
-from opentelemetry import _logs, trace  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from google.adk.agents import LlmAgent, RunConfig
+from google.adk.agents.run_config import StreamingMode
+from google.adk.models.lite_llm import LiteLlm
+from google.adk.runners import InMemoryRunner
+from google.adk.tools.agent_tool import AgentTool
+from google.genai import types
+from opentelemetry import _logs, trace
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 QUESTIONS = {
     "streamed": "What's the weather in Paris and in Rome, the time in Rome, and can you get me a table at Chez Test for 2?",

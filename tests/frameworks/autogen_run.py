@@ -32,9 +32,6 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import TextMessageTermination
 from autogen_agentchat.teams import Swarm
 from autogen_ext.models.openai import OpenAIChatCompletionClient
-
-# Run as a script: its directory is on sys.path, the project is not.
-from autogen_scenarios import PLANNER_MODEL, QUESTION, WEATHER, WEATHER_MODEL
 from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -42,6 +39,9 @@ from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+# Run as a script: its directory is on sys.path, the project is not.
+from autogen_scenarios import PLANNER_MODEL, QUESTION, WEATHER, WEATHER_MODEL
 
 MODEL_INFO = {"vision": False, "function_calling": True, "json_output": False, "family": "unknown",
               "structured_output": False}

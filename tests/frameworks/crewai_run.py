@@ -32,18 +32,24 @@ os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("OTEL_SDK_DISABLED", "false")
 os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 
-from crewai import LLM, Agent, Crew, Process, Task  # noqa: E402
-from crewai.tools import tool  # noqa: E402
-from openinference.instrumentation.crewai import CrewAIInstrumentor  # noqa: E402
-from openinference.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from crewai import LLM, Agent, Crew, Process, Task
+from crewai.tools import tool
+from openinference.instrumentation.crewai import CrewAIInstrumentor
+from openinference.instrumentation.openai import OpenAIInstrumentor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 # Run as a script: its directory is on sys.path, the project is not.
-from crewai_scenarios import (  # noqa: E402
-    PLANNER_MODEL, QUESTION, RESEARCH_TASK, WEATHER, WEATHER_MODEL, WRITE_TASK, WRITER_MODEL,
+from crewai_scenarios import (
+    PLANNER_MODEL,
+    QUESTION,
+    RESEARCH_TASK,
+    WEATHER,
+    WEATHER_MODEL,
+    WRITE_TASK,
+    WRITER_MODEL,
 )
 
 

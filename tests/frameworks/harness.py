@@ -12,11 +12,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agent_eval import AgentStep, AgentTrace, TokenUsage, ToolCall, assemble
 from otel_agent_eval.intake.logs import log_record_data
-from otel_agent_eval.pipeline.completion import join_log_records
-from otel_agent_eval.records import event_name_of
 from otel_agent_eval.metadata import RESOURCE_KEYS, resource_metadata
 from otel_agent_eval.model import EvaluatedTrace
-from otel_agent_eval.records import OWN_SCOPE, LogRecordData, SpanRecord, from_readable_span
+from otel_agent_eval.pipeline.completion import join_log_records
+from otel_agent_eval.records import OWN_SCOPE, LogRecordData, SpanRecord, event_name_of, from_readable_span
 
 
 class RecordingSink:

@@ -52,7 +52,7 @@ def framework_python(name: str) -> Path:
     pip = [sys.executable, "-m", "pip", "--python", str(building / "bin" / "python")]
     result = subprocess.run(
         [*pip, "install", "--quiet", "--disable-pip-version-check", "--no-deps", "-r", str(requirements)],
-        capture_output=True, text=True,
+        capture_output=True, text=True, check=False,
     )
     if result.returncode != 0:
         shutil.rmtree(building, ignore_errors=True)

@@ -151,7 +151,7 @@ def _unavailable(reason: str) -> None:
 
 
 def _node_version(node: str) -> tuple[int, ...]:
-    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout.strip()
     return tuple(int(p) for p in out.lstrip("v").split(".")[:2] if p.isdigit())
 
 
@@ -170,7 +170,7 @@ def install(project: Path) -> str:
         if stamp.is_file() and stamp.read_text() == digest:
             return node
         done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=project,
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0:
             _unavailable(f"npm ci failed in {project}: {done.stderr[-1500:]}")
         stamp.write_text(digest)
@@ -194,7 +194,8 @@ def run_node(major: str, protocol: str, api: str, otlp: str, model: FakeOpenAI, 
         "spans": str(spans_file),
         "runs": [{"name": run_name(s, f, c), "function": f, "prompt": SCENARIOS[s].prompt, "content": c} for s, f, c in runs],
     }
-    done = subprocess.run([node, str(RUNNER), json.dumps(options)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([node, str(RUNNER), json.dumps(options)],
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return {line["name"]: line for line in map(json.loads, done.stdout.splitlines())}
 

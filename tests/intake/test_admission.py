@@ -18,10 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.pipeline.core import Pipeline
-from otel_agent_eval.records import SpanRecord
 from otel_agent_eval.pipeline.sampling import AdmissionRate, ratio_bound, trace_id_sampled
+from otel_agent_eval.records import SpanRecord
 from otel_agent_eval.sinks.prometheus import PrometheusSink
-
 from tests.pipeline.test_reliability import make_processor, run_agent
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 import os
 import threading
 import time
 import tracemalloc
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator
-from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.evaluators import LoopDetection
 
 AGENT = ScriptedAgent("calc", {"add": lambda a, b: a + b})
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]
@@ -123,8 +123,8 @@ def test_one_evaluation_span_and_log_per_result_tied_to_the_agent_span(make: Any
     assert evaluation.attributes["agent_eval.loop_detection.label"] == "pass"
     assert evaluation.attributes["agent_eval.tool_call_accuracy.label"] == "skipped"
     assert "agent_eval.tool_call_accuracy.score" not in evaluation.attributes
-    logs = [l.log_record for l in s.logs.get_finished_logs()]
-    assert sorted(l.attributes["gen_ai.evaluation.name"] for l in logs) == sorted(
+    logs = [data.log_record for data in s.logs.get_finished_logs()]
+    assert sorted(log.attributes["gen_ai.evaluation.name"] for log in logs) == sorted(
         ["tool_call_accuracy", "tool_failure_recovery", "loop_detection", "step_budget"]
     )
     for log in logs:
@@ -163,8 +163,8 @@ def test_crashing_evaluator_yields_error_result_and_pipeline_goes_on(make: Any) 
     outcomes = labels(s, "agent_eval_results_total")
     assert outcomes["calc|crashing|error|exception|shop"] == 3.0 and outcomes["calc|loop_detection|pass||shop"] == 3.0
     assert labels(s, "agent_eval_evaluator_errors_total") == {"crashing|exception": 3.0}
-    error_logs = [l.log_record for l in s.logs.get_finished_logs() if l.log_record.attributes["gen_ai.evaluation.name"] == "crashing"]
-    assert all(l.attributes["error.type"] == "exception" for l in error_logs) and len(error_logs) == 3
+    error_logs = [d.log_record for d in s.logs.get_finished_logs() if d.log_record.attributes["gen_ai.evaluation.name"] == "crashing"]
+    assert all(log.attributes["error.type"] == "exception" for log in error_logs) and len(error_logs) == 3
 
 
 def test_hanging_evaluator_times_out_and_the_rest_still_runs(make: Any) -> None:

@@ -18,6 +18,8 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
+from otel_agent_eval.config import Settings
+from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.pipeline.buffer import (
     ATTRIBUTE_COST,
     LOG_COST,
@@ -26,8 +28,6 @@ from otel_agent_eval.pipeline.buffer import (
     TraceBuffer,
     estimate_size,
 )
-from otel_agent_eval.config import Settings
-from otel_agent_eval.evaluators import LoopDetection
 from otel_agent_eval.pipeline.core import Pipeline
 from otel_agent_eval.records import LogRecordData, SpanEvent, SpanRecord, from_readable_span
 

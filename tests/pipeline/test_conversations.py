@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, assemble
-from otel_agent_eval.pipeline.conversations import ConversationStore, stitch
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+from otel_agent_eval.pipeline.conversations import ConversationStore, stitch
 
 AGENT = ScriptedAgent("assistant", {})
 

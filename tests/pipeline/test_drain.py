@@ -15,8 +15,7 @@ import time
 
 from otel_agent_eval.config import Settings
 from otel_agent_eval.evaluators.base import Evaluator
-from otel_agent_eval.model import AgentTrace, EvalResult
-from otel_agent_eval.model import EvaluatedTrace
+from otel_agent_eval.model import AgentTrace, EvalResult, EvaluatedTrace
 from otel_agent_eval.pipeline.core import Pipeline
 from otel_agent_eval.records import SpanRecord
 

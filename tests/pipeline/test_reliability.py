@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
 from otel_agent_eval import AgentEvalProcessor, AgentTrace, EvalResult, Evaluator, assemble
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from otel_agent_eval.evaluators import LoopDetection, StepBudget, ToolFailureRecovery
 from otel_agent_eval.model import EvaluatedTrace
 from otel_agent_eval.records import SpanRecord
-from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
 AGENT = ScriptedAgent("calc", {"add": lambda a, b: a + b})
 GOOD = [Turn("adding", [("add", {"a": 1, "b": 2})]), Turn("3")]
@@ -553,8 +553,8 @@ def hostile_traces() -> dict[str, list[SpanRecord]]:
 
 @pytest.mark.parametrize("name", list(hostile_traces()))
 def test_hostile_spans_never_raise_from_assemble_or_the_evaluators(name: str) -> None:
-    from otel_agent_eval.evaluators.base import safe_evaluate
     from otel_agent_eval.evaluators import ToolCallAccuracy
+    from otel_agent_eval.evaluators.base import safe_evaluate
 
     traces = assemble(hostile_traces()[name])
     assert traces, "a trace with an agent span yields an agent run"
@@ -672,7 +672,7 @@ def test_assembled_hostile_traces_serialize_to_json(name: str) -> None:
 
 def test_shutdown_counts_the_job_a_worker_holds() -> None:
     slow = Blocking()  # blocks on an Event; the watchdog (30 s) never fires during the test
-    provider, processor, sink = make_processor([slow], evaluator_timeout_seconds=30, workers=1)
+    provider, processor, _sink = make_processor([slow], evaluator_timeout_seconds=30, workers=1)
     tracer = provider.get_tracer("app")
     try:
         for _ in range(3):

@@ -9,11 +9,11 @@ from opentelemetry.sdk.trace.sampling import Decision as SdkDecision
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
 from otel_agent_eval import AgentTrace, ConfigError, Settings, ToolCall
-from otel_agent_eval.pipeline.buffer import TraceBuffer
 from otel_agent_eval.config import settings_table
 from otel_agent_eval.model import AgentStep
-from otel_agent_eval.records import SpanRecord
+from otel_agent_eval.pipeline.buffer import TraceBuffer
 from otel_agent_eval.pipeline.sampling import Sampler, TokenBucket, trace_id_sampled
+from otel_agent_eval.records import SpanRecord
 
 
 class FakeClock:
@@ -89,7 +89,7 @@ def test_idle_timeout_and_max_age() -> None:
     buf = make_buffer([], idle_timeout=5.0, max_age=8.0, max_spans_per_trace=100)
     put(buf, record(1, 2, parent=99), 0.0)  # no root in this process
     assert [c.reason for c in buf.pop_complete(5.0)] == ["idle_timeout"]
-    for t in range(0, 8):
+    for t in range(8):
         put(buf, record(3, 10 + t, parent=99), 5.0 + t)  # keeps arriving: never idle
     assert buf.pop_complete(12.9) == []
     assert [c.reason for c in buf.pop_complete(13.0)] == ["max_age"]

@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind
@@ -79,7 +82,7 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -224,8 +227,9 @@ class ServerProcess:
         full_env.update(env or {})
         self.stdout_path = workdir / f"{name}.out"
         self.stderr_path = workdir / f"{name}.err"
-        self._stdout = open(self.stdout_path, "wb")
-        self._stderr = open(self.stderr_path, "wb")
+        # Open for the server's lifetime, closed by ``kill``.
+        self._stdout = open(self.stdout_path, "wb")  # noqa: SIM115
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         command = [sys.executable, "-m", "otel_agent_eval", "serve", "--host", "127.0.0.1",
                    "--http-port", "0", "--grpc-port", "0", "--admin-port", "0", *args]
         self.proc = subprocess.Popen(command, env=full_env, stdout=self._stdout, stderr=self._stderr, cwd=str(workdir))

@@ -21,7 +21,10 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
@@ -338,9 +341,8 @@ def test_sigterm_with_no_drain_time_counts_the_loss(tmp_path: Path, servers: lis
 
 
 def test_draining_server_refuses_with_503(tmp_path: Path, servers: list) -> None:
-    from otel_agent_eval.serve.server import EvalServer, ServeOptions
-
     from otel_agent_eval.config import Settings
+    from otel_agent_eval.serve.server import EvalServer, ServeOptions
 
     server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=0, grpc_port=None, admin_port=0))
     server.start()

@@ -212,8 +212,8 @@ def test_exporters_without_the_seam_are_detected() -> None:
 def test_admitting_a_run_s_items_at_once_counts_what_admitting_them_one_by_one_counts() -> None:
     """``ResultQueue.put`` admits a run's records under one lock: the same items fit, the same are dropped and
     reported as failures, whatever the queue already holds, before and after the tally is closed."""
-    for queued in range(0, 7):
-        for count in range(0, 6):
+    for queued in range(7):
+        for count in range(6):
             for closed in (False, True):
                 failures: dict[str, list[int]] = {"one": [], "many": []}
                 one, many = ExportTally(failures["one"].append), ExportTally(failures["many"].append)

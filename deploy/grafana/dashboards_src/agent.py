@@ -7,10 +7,10 @@ from typing import Any
 from grafana_foundation_sdk.models import prometheus as pm
 
 from .common import (
+    LEGEND,
     PASS_RATE_MEANS,
     SCORE_DROP_MEANS,
     SERVICE_AGENT_EVALUATOR,
-    LEGEND,
     heatmap_panel,
     new_dashboard,
     query,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grafana_foundation_sdk.models import prometheus as pm
+
 from .common import (
     LEGEND,
     PASS_RATE_MEANS,
@@ -20,7 +22,6 @@ from .common import (
     timeseries_panel,
     to_json,
 )
-from grafana_foundation_sdk.models import prometheus as pm
 
 SEL = SERVICE_AGENT_EVALUATOR
 BY_SERIES = " by (service, agent, evaluator)"

@@ -37,9 +37,9 @@ from ..rules import TRANSFER_TOOLS
 from .base import (
     AGENT,
     LLM,
+    NOT_SPECIFIED,
     TOOL,
     WORKFLOW,
-    NOT_SPECIFIED,
     Message,
     Operation,
     RequestedCall,

@@ -288,7 +288,7 @@ def as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):  # noqa: PLR0124 - not NaN
         return int(value)
     if isinstance(value, str):
         try:
@@ -466,9 +466,9 @@ def tool_message(value: Any) -> tuple[Any, str | None, bool] | None:
     data = None
     if value.get("type") == "tool" and isinstance(value.get("data"), dict):
         data = value["data"]
-    elif value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and isinstance(value.get("id"), list):
-        if value["id"] and value["id"][-1] == "ToolMessage":
-            data = value["kwargs"]
+    elif (value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and isinstance(value.get("id"), list)
+          and value["id"] and value["id"][-1] == "ToolMessage"):
+        data = value["kwargs"]
     if data is None or "content" not in data:
         return None
     call_id = data.get("tool_call_id")

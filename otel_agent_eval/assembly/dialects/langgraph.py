@@ -272,9 +272,8 @@ class TurnNodes(Rule):
         turns: set[int] = set()
         for agent in candidates:
             llms = held[agent.span_id][LLM]
-            if agent.graph_node is not None and all(llm.graph_node in (None, agent.graph_node) for llm in llms):
-                turns.add(agent.span_id)
-            elif llms and self._ran_outside(assembly, agent, llms[0]):
+            if (agent.graph_node is not None and all(llm.graph_node in (None, agent.graph_node) for llm in llms)) or (
+                    llms and self._ran_outside(assembly, agent, llms[0])):
                 turns.add(agent.span_id)
         shapes = {(assembly.records[i].name, assembly.records[i].parent_span_id) for i in turns}
         turns.update(a.span_id for a in candidates if (a.record.name, a.record.parent_span_id) in shapes)

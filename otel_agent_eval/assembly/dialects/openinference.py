@@ -59,7 +59,7 @@ AGENT_TURN_SUFFIX = ".run_agent_step"
 """LlamaIndex's CHAIN span of one agent turn (one model response), in a workflow that records no AGENT span."""
 _CURRENT_AGENT = re.compile(r"current_agent_name='((?:[^'\\]|\\.)*)'")
 """The agent a LlamaIndex ``AgentSetup``/``AgentInput`` event repr (``run_agent_step``'s ``input.value``) is for."""
-_PYTHON_REPR = re.compile(r"^[A-Z]\w*\(\w+=.*(\)|\.\.\.)$", re.S)
+_PYTHON_REPR = re.compile(r"^[A-Z]\w*\(\w+=.*(\)|\.\.\.)$", re.DOTALL)
 """A Python object's repr (LlamaIndex's ``StopEvent(result=AgentOutput(...``, truncated with ``...``)."""
 
 
@@ -281,7 +281,7 @@ def _requested_arguments(value: Any, attrs: Any) -> Any:
     return {**dict(zip(names, args)), **kwargs}
 
 
-_REACT_ANSWER = re.compile(r"^\s*Thought:(.*?)\nAnswer:(.*)$", re.S)
+_REACT_ANSWER = re.compile(r"^\s*Thought:(.*?)\nAnswer:(.*)$", re.DOTALL)
 """A ReAct agent's final response (LlamaIndex ``ReActAgent``'s format): ``Thought: ...`` then ``Answer: ...``."""
 _TOOL_OUTPUT_KEYS = frozenset(("blocks", "tool_name", "raw_input", "raw_output", "is_error"))
 

@@ -44,10 +44,10 @@ from ..rules import CLOCK_SKEW_NS, Rule, Scope
 from .base import (
     AGENT,
     LLM,
+    NOT_SPECIFIED,
     OTHER,
     TOOL,
     WORKFLOW,
-    NOT_SPECIFIED,
     Message,
     Operation,
     first_str,

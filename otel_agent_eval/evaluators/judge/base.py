@@ -116,7 +116,7 @@ class JudgeEvaluator(Evaluator):
             return [self.skipped(trace, str(exc), details, reason="budget_exhausted")]
         except JudgeError as exc:
             return [self.error(trace, str(exc), exc.reason, {**details, **exc.details})]
-        except Exception as exc:  # a bug here must not look like a judge verdict, nor escape
+        except Exception as exc:  # noqa: BLE001 - a bug here must not look like a judge verdict, nor escape
             self._count_error("judge_unavailable")
             return [self.error(trace, f"{type(exc).__name__}: {exc}"[:300], "judge_unavailable", details)]
         answers = reply.parsed

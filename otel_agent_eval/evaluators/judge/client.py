@@ -320,7 +320,7 @@ class JudgeClient:
             raise _Retry("judge_timeout", "judge request timed out") from None
         except openai.APIConnectionError as exc:
             raise _Retry("judge_unavailable", f"cannot reach the judge: {exc}") from None
-        except Exception as exc:  # the judge must never take the pipeline down
+        except Exception as exc:  # noqa: BLE001 - the judge must never take the pipeline down
             self._count(self.metrics and self.metrics.requests.labels(self.model, "judge_unavailable"))
             raise JudgeError("judge_unavailable", f"{type(exc).__name__}: {exc}"[:300]) from None
         finally:

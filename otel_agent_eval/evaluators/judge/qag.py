@@ -80,7 +80,7 @@ def answer_schema(questions: list[Question]) -> dict[str, Any]:
     }
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
 def extract_json(content: str) -> Any:
@@ -112,7 +112,7 @@ def extract_json(content: str) -> Any:
     return found[0]
 
 
-_WORD = re.compile(r"^\s*(yes|no|unknown)\s*[.!]?\s*$", re.I)
+_WORD = re.compile(r"^\s*(yes|no|unknown)\s*[.!]?\s*$", re.IGNORECASE)
 
 
 def normalize_answer(value: Any) -> Answer | None:

@@ -14,12 +14,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalProcessor
-from otel_agent_eval.evaluators import LoopDetection
-from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, TaskCompletion, TrajectoryEfficiency
 from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
-from tests.openai_server import FakeOpenAI, answer, slow, status
+from otel_agent_eval.evaluators import LoopDetection
+from otel_agent_eval.evaluators.judge import (
+    JudgeClient,
+    JudgeMetrics,
+    JudgeSettings,
+    TaskCompletion,
+    TrajectoryEfficiency,
+)
 from tests.evaluators.judge.test_judge_server import Judge, weather_trace
 from tests.evaluators.judge.test_judge_units import big_trace
+from tests.openai_server import FakeOpenAI, answer, slow, status
 
 
 def test_token_budget_cuts_off_judge_evaluators_only(server: FakeOpenAI) -> None:

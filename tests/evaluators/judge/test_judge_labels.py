@@ -9,14 +9,21 @@ from typing import Any
 import pytest
 
 from otel_agent_eval.evaluators.judge import (
-    AgentMemoryEval, JudgeEvaluator, PlanQuality, PriorTurn, ResponseFacts, StepFaithfulness, TaskCompletion,
-    ToolArgumentAccuracy, ToolCallNecessity, TrajectoryEfficiency,
+    AgentMemoryEval,
+    JudgeEvaluator,
+    PlanQuality,
+    PriorTurn,
+    ResponseFacts,
+    StepFaithfulness,
+    TaskCompletion,
+    ToolArgumentAccuracy,
+    ToolCallNecessity,
+    TrajectoryEfficiency,
 )
 from otel_agent_eval.evaluators.judge.render import render_trace
 from otel_agent_eval.model import AgentStep, AgentTrace, ConversationTurn, ToolCall
-from tests.openai_server import FakeOpenAI, answer
 from tests.evaluators.judge.test_judge_server import Judge, weather_trace
-
+from tests.openai_server import FakeOpenAI, answer
 
 # ``server``: the fake OpenAI server of tests/conftest.py, reset to answer every question "yes".
 

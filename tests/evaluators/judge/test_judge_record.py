@@ -14,15 +14,23 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalProcessor
+from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from otel_agent_eval.evaluators.judge import (
-    AgentMemoryEval, JudgeClient, JudgeSettings, PlanQuality, PriorTurn, ResponseFacts, StepFaithfulness, TaskCompletion,
-    ToolArgumentAccuracy, ToolCallNecessity,
+    AgentMemoryEval,
+    JudgeClient,
+    JudgeSettings,
+    PlanQuality,
+    PriorTurn,
+    ResponseFacts,
+    StepFaithfulness,
+    TaskCompletion,
+    ToolArgumentAccuracy,
+    ToolCallNecessity,
 )
 from otel_agent_eval.evaluators.judge.base import MAX_ITEM_QUESTIONS
 from otel_agent_eval.evaluators.judge.redaction import Redactor
 from otel_agent_eval.evaluators.judge.render import REDACT_MARGIN, RecordFields, encode, inline
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
-from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 from tests.openai_server import FakeOpenAI, answer
 
 START, END = "=== AGENT RUN RECORD ===", "=== END OF RECORD ==="

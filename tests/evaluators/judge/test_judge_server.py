@@ -10,12 +10,22 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval.evaluators.judge import (
-    AgentMemoryEval, JudgeClient, JudgeMetrics, JudgeSettings, PlanQuality, PriorTurn, ResponseFacts, StepFaithfulness,
-    TaskCompletion, ToolArgumentAccuracy, ToolCallNecessity, TrajectoryEfficiency, build_judge_evaluators,
+    AgentMemoryEval,
+    JudgeClient,
+    JudgeMetrics,
+    JudgeSettings,
+    PlanQuality,
+    PriorTurn,
+    ResponseFacts,
+    StepFaithfulness,
+    TaskCompletion,
+    ToolArgumentAccuracy,
+    ToolCallNecessity,
+    TrajectoryEfficiency,
+    build_judge_evaluators,
 )
 from otel_agent_eval.model import AgentStep, AgentTrace, ToolCall
 from tests.openai_server import Behaviour, FakeOpenAI, answer, empty, raw, refusal, slow, status
-
 
 # ``server``: the fake OpenAI server of tests/conftest.py, reset to answer every question "yes".
 

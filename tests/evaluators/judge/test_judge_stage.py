@@ -25,9 +25,9 @@ from otel_agent_eval.evaluators import Evaluator, LoopDetection, ToolFailureReco
 from otel_agent_eval.evaluators.judge import JudgeClient, JudgeMetrics, JudgeSettings, PlanQuality, TaskCompletion
 from otel_agent_eval.evaluators.judge.limits import CircuitBreaker, HourlyBudget
 from otel_agent_eval.model import AgentTrace, EvalResult
-from tests.openai_server import FakeOpenAI, answer, slow, status
 from tests.evaluators.judge.test_judge_server import weather_trace
 from tests.intake.test_processor import wait_for
+from tests.openai_server import FakeOpenAI, answer, slow, status
 from tests.pipeline.test_reliability import HANG_GUARD, make_processor, run_agent
 
 pytest.importorskip("openai")
