@@ -1,0 +1,328 @@
+"""What README.md and docs/ claim, held to the code: commands, flags, variables, metrics.
+
+A user copies commands and names from the docs, so every ``otel-agent-eval`` command in a code
+block must parse with the real argument parser, every ``--flag`` named in prose must exist (and
+say its real default where the prose gives one), every ``OTEL_AGENT_EVAL_*`` variable named must be
+one the code reads (and every one it reads must be documented), and every metric the real server
+registers must be in the docs with its type and labels. The configuration tables themselves are
+generated and compared elsewhere (``tests/pipeline/test_sampling_buffer_config.py``,
+``tests/evaluators/judge/test_judge_units.py``); the metric contract of the dashboards and rules
+lives in ``tests/deploy/test_deploy_assets.py``, held here to what the code registers.
+``docs/performance.md`` is left out: its flags are the benchmark scripts'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_agent_eval.cli.main import build_parser
+from otel_agent_eval.config import ENV_PREFIX, Settings
+from otel_agent_eval.evaluators.judge.settings import JUDGE_PREFIX, JudgeSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = [README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "performance.md"),
+        ROOT / "deploy" / "README.md", ROOT / "collector" / "README.md"]
+
+# Flags the docs name that belong to another program, and where that program defines them.
+OTHER_PROGRAMS = {
+    "--tool-definitions": "benchmarks/pipeline.py",  # docs/scoring.md: the benchmark's option
+    "--enable-feature": None,  # deploy/README.md: Prometheus's own flag
+}
+# (Flags inside another program's command line in backticks, ``npm ci --prefix tests/js``, are not checked.)
+
+# Variables of the test harness (tests/, scripts/), documented in the README's Development section.
+HARNESS_VARIABLES = {"OTEL_AGENT_EVAL_VENVS", "OTEL_AGENT_EVAL_SKIP_FRAMEWORK_VENVS", "OTEL_AGENT_EVAL_FIDELITY_OUT"}
+
+
+def _text(path: Path) -> str:
+    return path.read_text()
+
+
+def _where(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+# ------------------------------------------------------------------------------------ commands and flags
+
+
+def doc_commands(text: str) -> Iterator[str]:
+    """Every ``otel-agent-eval ...`` command of the text's shell code blocks (continuation lines joined,
+    comments, leading ``VAR=value`` assignments and ``cd ... &&`` left out)."""
+    for lang, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+        if lang not in ("bash", "sh", "shell", "console", ""):
+            continue
+        for line in block.replace("\\\n", " ").splitlines():
+            for part in line.split("&&"):
+                if "otel-agent-eval" not in part:
+                    continue
+                lexer = shlex.shlex(part, posix=True, punctuation_chars=True)
+                lexer.whitespace_split, lexer.commenters = True, "#"
+                words = list(itertools.takewhile(lambda w: not set(w) <= set("();<>|&"), lexer))  # up to `>`, `|`
+                while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+                    words = words[1:]
+                if words and words[0].endswith("otel-agent-eval"):
+                    yield shlex.join(words)
+
+
+def cli_commands() -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's parser, by name (the parser built now, reading the environment now)."""
+    parser = build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def cli_options(command: str) -> dict[str, argparse.Action]:
+    """The options of one subcommand."""
+    return {flag: action for action in cli_commands()[command]._actions for flag in action.option_strings}
+
+
+def all_cli_options() -> dict[str, list[argparse.Action]]:
+    """Every option of every subcommand: flag -> its actions (several commands share some)."""
+    out: dict[str, list[argparse.Action]] = {}
+    for name in cli_commands():
+        for flag, action in cli_options(name).items():
+            out.setdefault(flag, []).append(action)
+    return out
+
+
+def test_doc_commands_are_found() -> None:
+    commands = list(doc_commands(_text(README)))
+    assert "otel-agent-eval demo" in " ".join(commands)
+    assert any(c.startswith("otel-agent-eval serve --http-port 4318 --grpc-port -1") for c in commands), commands
+    assert len(commands) >= 8, commands
+
+
+@pytest.mark.parametrize("path", DOCS, ids=_where)
+def test_every_command_in_the_docs_parses(path: Path) -> None:
+    """What a user pastes is accepted by the CLI: subcommand, flags and their values."""
+    parser = build_parser()
+    for command in doc_commands(_text(path)):
+        try:
+            parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"{_where(path)}: `{command}` is not accepted by the CLI")
+
+
+def named_flags(text: str) -> Iterator[str]:
+    """``--flag`` names in backticks in the prose (``--flag``, ``--flag VALUE``, ``--flag=VALUE``,
+    ``evaluate --flag``); not those of another program's command line (``npm ci --prefix ...``)."""
+    commands = set(cli_commands()) | {"otel-agent-eval"}
+    for code in re.findall(r"`([^`\n]+)`", text):
+        first = code.split()[0]
+        if not first.startswith("--") and first not in commands:
+            continue
+        for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", code):
+            yield flag
+
+
+@pytest.mark.parametrize("path", DOCS, ids=_where)
+def test_every_flag_the_docs_name_exists(path: Path) -> None:
+    options = all_cli_options()
+    unknown = sorted({f for f in named_flags(_text(path)) if f not in options and f not in OTHER_PROGRAMS})
+    assert not unknown, f"{_where(path)} names flags no otel-agent-eval command has: {unknown}"
+
+
+def test_flags_of_other_programs_exist_there() -> None:
+    for flag, program in OTHER_PROGRAMS.items():
+        if program is not None:
+            assert f'"{flag}"' in (ROOT / program).read_text(), (flag, program)
+
+
+# "`--flag` (0.8)", "`--flag N` (default 50,000 ...)", "`--flag`, 1 s" (a default in the prose).
+NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
+STATED_DEFAULT = re.compile(rf"`(--[a-z][a-z0-9-]*)[^`]*`(?: \({NUMBER}\)| \(default {NUMBER}|, {NUMBER} s\b)")
+
+
+def test_flag_defaults_in_the_readme_are_the_parsers() -> None:
+    options = all_cli_options()
+    stated = [(flag, "".join(values)) for flag, *values in STATED_DEFAULT.findall(_text(README))]
+    assert len(stated) >= 4, stated
+    for flag, value in stated:
+        assert flag in options, flag
+        defaults = [action.default for action in options[flag]]
+        assert float(value.replace(",", "")) in defaults, (flag, value, defaults)
+
+
+# ------------------------------------------------------------------------------------------ variables
+
+VARIABLE = re.compile(r"\b(" + ENV_PREFIX + r"[A-Z0-9_]*[A-Z0-9])(_?\*)?")
+
+
+def code_variables() -> set[str]:
+    """Every OTEL_AGENT_EVAL_* variable the package reads: the settings' fields and the names in its source."""
+    names = {ENV_PREFIX + f.upper() for f in Settings.model_fields} | {JUDGE_PREFIX + f.upper() for f in JudgeSettings.model_fields}
+    for source in (ROOT / "otel_agent_eval").rglob("*.py"):
+        names |= {m.group(1) for m in VARIABLE.finditer(source.read_text()) if not m.group(2)}
+    return {n for n in names if n not in (ENV_PREFIX.rstrip("_"), JUDGE_PREFIX.rstrip("_"))}
+
+
+def _is_a_prefix_or_example(name: str) -> bool:
+    return name.endswith("_X")  # docstrings: "Field ``x`` is read from ``OTEL_AGENT_EVAL_X``"
+
+
+def test_every_variable_the_docs_name_is_read_by_the_code() -> None:
+    known = {n for n in code_variables() if not _is_a_prefix_or_example(n)} | HARNESS_VARIABLES
+    unknown = []
+    for path in DOCS:
+        for m in VARIABLE.finditer(_text(path)):
+            name, star = m.group(1), m.group(2)
+            if star:  # OTEL_AGENT_EVAL_JUDGE_* or ..._BUDGET_*: a family of real variables
+                if not any(k.startswith(name) for k in known):
+                    unknown.append(f"{_where(path)}: {name}{star}")
+            elif name not in known:
+                unknown.append(f"{_where(path)}: {name}")
+    assert not unknown, "variables no code reads:\n" + "\n".join(sorted(set(unknown)))
+
+
+def test_every_variable_the_code_reads_is_documented() -> None:
+    docs = "\n".join(_text(p) for p in DOCS)
+    missing = sorted(n for n in code_variables() if not _is_a_prefix_or_example(n) and f"`{n}" not in docs)
+    assert not missing, f"read by the code, named in no doc: {missing}"
+
+
+def security_rows() -> list[tuple[list[str], list[str], str]]:
+    """(flags, variables, default) of the README's serve security table."""
+    text = _text(README).split("Security. The spans `serve` accepts", 1)[1].split("\n\n", 2)[1]
+    rows = []
+    for line in text.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        flags = re.findall(r"`(--[a-z-]+)`", cells[0])
+        variables = re.findall(r"`([A-Z_.]+)`", cells[1])
+        prefix = variables[0].rsplit("_", 3)[0] if variables else ""
+        variables = [prefix + v[3:] if v.startswith("...") else v for v in variables]
+        rows.append((flags, variables, cells[2].strip("`")))
+    return rows
+
+
+def test_serve_security_flags_read_their_variables_with_the_stated_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each row: the flag exists, defaults to the row's default, and takes the row's variable's value."""
+    rows = security_rows()
+    assert len(rows) == 4, rows
+    for flags, variables, default in rows:
+        assert len(flags) == len(variables), (flags, variables)
+        for flag, variable in zip(flags, variables):
+            monkeypatch.delenv(variable, raising=False)
+            expected = None if default == "unset" else default
+            assert cli_options("serve")[flag].default == expected, (flag, default)
+            monkeypatch.setenv(variable, "/from/the/variable")
+            assert cli_options("serve")[flag].default == "/from/the/variable", (flag, variable)
+            monkeypatch.delenv(variable)
+
+
+# -------------------------------------------------------------------------------------------- metrics
+
+
+@pytest.fixture(scope="module")
+def registered() -> dict[str, tuple[str, set[str]]]:
+    """Exposed name -> (type, label names) of every metric family a real ``serve`` registers with a judge
+    configured (its endpoint is never called): pipeline, results, judge and server metrics."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("OTEL_AGENT_EVAL_JUDGE_MODEL", "judge-model")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
+    pytest.importorskip("openai")
+    from otel_agent_eval.serve.server import EvalServer, ServeOptions
+
+    server = EvalServer(Settings.load(env={}), ServeOptions(host="127.0.0.1", http_port=None, grpc_port=None, admin_port=None))
+    monkeypatch.undo()
+    judge = server._built.evaluation.judge
+    assert judge is not None and judge.metrics is not None
+    try:
+        # Families whose label names only show once a series exists: from the objects that declare them.
+        declared = {m._name: set(m._labelnames) for m in vars(judge.metrics).values() if hasattr(m, "_labelnames")}
+        sink = next(s for s in server.pipeline.sinks if hasattr(s, "metrics"))
+        declared |= {name: set(labels) for name, _, _, labels, _, _ in sink.metrics._families()}
+        out = {}
+        for family in server.registry.collect():
+            labels = getattr(family, "_labelnames", None)
+            labels = set(labels) if labels is not None else declared[family.name]
+            out[family.name + ("_total" if family.type == "counter" else "")] = (family.type, labels)
+        return out
+    finally:
+        server._built.evaluation.close()
+
+
+def metric_rows(text: str) -> Iterator[tuple[str, str, set[str]]]:
+    """(name, type, labels) of every row of a metrics table: ``| `name` | type | labels ... |``; a
+    parenthesised remark in the labels cell is not a label."""
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`(agent_eval_\w+)`\s*\|\s*(counter|gauge|histogram)\s*\|([^|]*)\|", line)
+        if m:
+            labels = re.sub(r"\([^)]*\)", "", m.group(3))
+            yield m.group(1), m.group(2), {w.strip() for w in labels.split(",") if w.strip()}
+
+
+def prose_metrics(text: str) -> Iterator[tuple[str, set[str] | None]]:
+    """``agent_eval_x_total{a,b}`` in backticks: (name, labels), labels None when no braces are given;
+    a selector (``{reason="shutdown"}``) gives the labels it names."""
+    for name, braces in re.findall(r"`(agent_eval_\w+?)(\{[^}`]*\})?`", text):
+        labels = None if not braces else {w.split("=")[0].strip() for w in braces[1:-1].split(",")}
+        yield name, labels
+
+
+
+
+def test_the_metric_tables_are_found(registered: dict[str, tuple[str, set[str]]]) -> None:
+    rows = list(metric_rows(_text(README)))
+    assert len(rows) >= 30, rows
+    assert len(registered) >= 40, registered
+
+
+@pytest.mark.parametrize("path", DOCS, ids=_where)
+def test_metric_tables_match_the_code(path: Path, registered: dict[str, tuple[str, set[str]]]) -> None:
+    wrong = []
+    for name, kind, labels in metric_rows(_text(path)):
+        if name not in registered:
+            wrong.append(f"{name}: not registered")
+        elif registered[name] != (kind, labels):
+            wrong.append(f"{name}: documented {kind} {sorted(labels)}, registered {registered[name][0]} {sorted(registered[name][1])}")
+    assert not wrong, f"{_where(path)}:\n" + "\n".join(wrong)
+
+
+def test_every_registered_metric_is_in_the_readme(registered: dict[str, tuple[str, set[str]]]) -> None:
+    """In the metrics table, or (server metrics) named in backticks with its labels."""
+    text = _text(README)
+    documented = {name: labels for name, _, labels in metric_rows(text)}
+    for name, labels in prose_metrics(text):
+        if labels is not None or name not in documented:
+            documented.setdefault(name, labels if labels is not None else set())
+    missing = sorted(n for n in registered if n not in documented)
+    assert not missing, f"registered, not in the README: {missing}"
+    wrong = sorted(f"{n}: {sorted(documented[n])} != {sorted(registered[n][1])}" for n in registered
+                   if documented[n] != registered[n][1])
+    assert not wrong, "labels in the README differ from the code: " + ", ".join(wrong)
+
+
+def test_every_metric_the_docs_name_is_registered(registered: dict[str, tuple[str, set[str]]]) -> None:
+    """Names in backticks across the docs: a registered metric (or one of its histogram series), or a
+    series of the recording rules (``deploy/prometheus/rules``)."""
+    rules = (ROOT / "deploy" / "prometheus" / "rules" / "agent-eval.rules.yml").read_text()
+    series = set(registered)
+    series |= {f"{n}{s}" for n, (kind, _) in registered.items() if kind == "histogram" for s in ("_bucket", "_sum", "_count")}
+    unknown = []
+    for path in DOCS:
+        for name, braces in re.findall(r"`(agent_eval_\w+?)(\{[^}`]*\})?`", _text(path)):
+            if name not in series and f":{name}:" not in rules and not name.endswith("_"):
+                unknown.append(f"{_where(path)}: {name}")
+            elif braces and name in registered:
+                labels = {w.split("=")[0].strip() for w in braces[1:-1].split(",")}
+                if not labels <= registered[name][1]:  # `{outcome}` ("by outcome") or a selector: some of them
+                    unknown.append(f"{_where(path)}: {name}{braces} (labels: {sorted(registered[name][1])})")
+    assert not unknown, "metrics no code registers, or with other labels:\n" + "\n".join(sorted(set(unknown)))
+
+
+def test_the_deploy_contract_is_what_the_code_registers(registered: dict[str, tuple[str, set[str]]]) -> None:
+    """The dashboards' and rules' contract (tests/deploy) names registered metrics with their types and labels."""
+    from tests.deploy.test_deploy_assets import CONTRACT_LABELS, CONTRACT_METRICS
+
+    wrong = [f"{n}: contract {k}, registered {registered.get(n, ('none',))[0]}" for n, k in CONTRACT_METRICS.items()
+             if registered.get(n, ("none",))[0] != k]
+    wrong += [f"{n}: contract labels {sorted(labels)}, registered {sorted(registered[n][1])}"
+              for n, labels in CONTRACT_LABELS.items() if registered[n][1] != labels]
+    assert not wrong, "\n".join(wrong)
