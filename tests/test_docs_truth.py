@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -326,3 +329,45 @@ def test_the_deploy_contract_is_what_the_code_registers(registered: dict[str, tu
     wrong += [f"{n}: contract labels {sorted(labels)}, registered {sorted(registered[n][1])}"
               for n, labels in CONTRACT_LABELS.items() if registered[n][1] != labels]
     assert not wrong, "\n".join(wrong)
+
+
+# ------------------------------------------------------------------------------------------ examples
+
+
+def python_examples() -> list[tuple[str, str]]:
+    """(where, code) of every Python code block of the docs."""
+    out = []
+    for path in DOCS:
+        text = _text(path)
+        for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M):
+            out.append((f"{_where(path)}:{text[:m.start()].count(chr(10)) + 1}", m.group(1)))
+    return out
+
+
+@pytest.mark.parametrize(("where", "code"), python_examples(), ids=[w for w, _ in python_examples()])
+def test_python_examples_run_as_written(where: str, code: str, tmp_path: Path) -> None:
+    """Each block, alone, in a fresh interpreter: imports, names and arguments are the library's.
+    A judge endpoint is configured (never called) for the blocks that build a judge from the environment."""
+    code = code.replace("prometheus_port=9464", "prometheus_port=0")  # the port may be taken on a shared machine
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
+    env |= {"PYTHONPATH": str(ROOT), "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-model",
+            "OTEL_AGENT_EVAL_JUDGE_BASE_URL": "http://127.0.0.1:9/v1"}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"{where}:\n{run.stderr}"
+    assert "Traceback" not in run.stderr, f"{where}:\n{run.stderr}"
+
+
+def test_the_readme_custom_evaluator_scores_as_it_says() -> None:
+    from otel_agent_eval import AgentStep, AgentTrace
+
+    (code,) = [c for _, c in python_examples() if "class AnswersInFrench" in c]
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    evaluator = namespace["AnswersInFrench"]()  # type: ignore[operator]
+
+    def run(output: str | None) -> AgentTrace:
+        return AgentTrace(trace_id="1" * 32, final_output=output, steps=[AgentStep(index=0, output=output)])
+
+    assert [(r.label, r.score) for r in evaluator.evaluate(run("la commande est remboursée"))] == [("pass", 1.0)]
+    assert [(r.label, r.score) for r in evaluator.evaluate(run("the order is refunded"))] == [("fail", 0.0)]
+    assert [r.label for r in evaluator.evaluate(run(None))] == ["skipped"]
