@@ -113,6 +113,34 @@ def test_every_command_in_the_docs_parses(path: Path) -> None:
             pytest.fail(f"{_where(path)}: `{command}` is not accepted by the CLI")
 
 
+def manifest_commands() -> list[tuple[str, list[str]]]:
+    """(where, arguments) of every otel-agent-eval container of the compose stack and the Kubernetes manifests."""
+    yaml = pytest.importorskip("yaml")
+    out = []
+    compose = yaml.safe_load((ROOT / "deploy" / "compose" / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        if service.get("image", "").startswith("otel-agent-eval:"):
+            out.append((f"compose {name}", service.get("command", ["serve"])))  # the Dockerfile's CMD
+    for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec", {}).get("template", {}).get("spec", {})
+            for container in spec.get("containers", []):
+                if container["image"].startswith("otel-agent-eval:"):
+                    out.append((f"{path.name} {container['name']}", container.get("args", ["serve"])))
+    return out
+
+
+def test_every_deployed_command_parses() -> None:
+    commands = manifest_commands()
+    assert len(commands) >= 3, commands
+    parser = build_parser()
+    for where, args in commands:
+        try:
+            parser.parse_args(args)
+        except SystemExit:
+            pytest.fail(f"{where}: {args} is not accepted by the CLI")
+
+
 def named_flags(text: str) -> Iterator[str]:
     """``--flag`` names in backticks in the prose (``--flag``, ``--flag VALUE``, ``--flag=VALUE``,
     ``evaluate --flag``); not those of another program's command line (``npm ci --prefix ...``)."""
