@@ -399,3 +399,35 @@ def test_the_readme_custom_evaluator_scores_as_it_says() -> None:
     assert [(r.label, r.score) for r in evaluator.evaluate(run("la commande est remboursée"))] == [("pass", 1.0)]
     assert [(r.label, r.score) for r in evaluator.evaluate(run("the order is refunded"))] == [("fail", 0.0)]
     assert [r.label for r in evaluator.evaluate(run(None))] == ["skipped"]
+
+
+# ------------------------------------------------------------------------------------------ evaluators
+
+
+def threshold_rows(text: str) -> Iterator[tuple[str, str]]:
+    """(evaluator, default) of every table whose header has a "Default ..." column and whose rows start
+    with an evaluator name in backticks."""
+    column = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        if cells is None:
+            column = None
+        elif column is None:
+            column = next((i for i, c in enumerate(cells) if c.startswith("Default")), None)
+        elif re.fullmatch(r"`[a-z_]+`(?: \(opt-in\))?", cells[0]):
+            yield cells[0].split("`")[1], cells[column]
+
+
+def test_default_thresholds_in_the_docs_are_the_evaluators() -> None:
+    from otel_agent_eval.evaluators import BUILTIN_EVALUATORS
+    from otel_agent_eval.evaluators.judge.evaluators import JUDGE_EVALUATORS
+
+    classes = {**BUILTIN_EVALUATORS, **JUDGE_EVALUATORS}
+    readme = dict(threshold_rows(_text(README)))
+    assert set(readme) == set(classes), "evaluators without a row in the README's tables, or rows of none"
+    judge_doc = dict(threshold_rows(_text(ROOT / "docs" / "judge.md")))
+    assert set(judge_doc) == set(JUDGE_EVALUATORS)
+    for where, rows in (("README.md", readme), ("docs/judge.md", judge_doc)):
+        wrong = [f"{name}: {value} != {classes[name].default_threshold}" for name, value in rows.items()
+                 if float(value) != classes[name].default_threshold]
+        assert not wrong, f"{where}: " + ", ".join(wrong)
