@@ -106,6 +106,18 @@ def test_unknown_evaluator_names_where_it_was_given(tmp_path: Path, args: list[s
     assert run.returncode == 2 and named in run.stderr, run.stderr
 
 
+def test_a_reader_that_stops_reading_gets_no_traceback(tmp_path: Path) -> None:
+    """`otel-agent-eval evaluate ... | head`: the report outgrows the pipe, the reader leaves."""
+    traces = tmp_path / "traces.jsonl"
+    export_demo_traces(traces, [s.name for s in SCENARIOS] * 10)
+    proc = subprocess.Popen(CLI + ["evaluate", str(traces), "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
 def test_evaluate_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"resourceSpans": [{"scopeSpans": [')
