@@ -431,3 +431,22 @@ def test_default_thresholds_in_the_docs_are_the_evaluators() -> None:
         wrong = [f"{name}: {value} != {classes[name].default_threshold}" for name, value in rows.items()
                  if float(value) != classes[name].default_threshold]
         assert not wrong, f"{where}: " + ", ".join(wrong)
+
+
+# "`OTEL_AGENT_EVAL_X` (default 200", "(5 s;", "(default 64 MiB": a default stated in the prose.
+STATED_VARIABLE_DEFAULT = re.compile(
+    r"`(" + ENV_PREFIX + r"\w+)`\s*\((?:default\s+)?(\d{1,3}(?:[ ,]\d{3})+|\d+(?:\.\d+)?)\s*(MiB|KiB)?(?=[\s;,)])"
+)
+
+
+def test_variable_defaults_stated_in_the_prose_are_the_settings() -> None:
+    fields = {ENV_PREFIX + n.upper(): f for n, f in Settings.model_fields.items()}
+    fields |= {JUDGE_PREFIX + n.upper(): f for n, f in JudgeSettings.model_fields.items()}
+    stated = [(_where(p), *m.groups()) for p in DOCS for m in STATED_VARIABLE_DEFAULT.finditer(_text(p))]
+    assert len(stated) >= 8, stated
+    wrong = []
+    for where, name, number, unit in stated:
+        value = float(re.sub(r"[ ,]", "", number)) * {"MiB": 2**20, "KiB": 2**10, None: 1}[unit]
+        if value != fields[name].default:
+            wrong.append(f"{where}: {name} stated {number}{unit or ''}, default {fields[name].default}")
+    assert not wrong, "\n".join(wrong)
