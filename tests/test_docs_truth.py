@@ -450,3 +450,18 @@ def test_variable_defaults_stated_in_the_prose_are_the_settings() -> None:
         if value != fields[name].default:
             wrong.append(f"{where}: {name} stated {number}{unit or ''}, default {fields[name].default}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_readme_expectation_rules_and_entry_point_are_the_libraries(tmp_path: Path) -> None:
+    """The rules file example loads (a misspelt field is refused), and the entry-point group is the registry's."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from otel_agent_eval.evaluators.expectations import load_expectations
+    from otel_agent_eval.evaluators.registry import ENTRY_POINT_GROUP
+
+    text = _text(README)
+    (rules,) = re.findall(r"^```json\n(.*?)^```", text, re.S | re.M)
+    (tmp_path / "rules.json").write_text(rules)
+    loaded = load_expectations(tmp_path / "rules.json")
+    assert [r.agent for r in loaded] == ["support-agent", "weather-agent"]
+    (pyproject,) = re.findall(r"^```toml\n(.*?)^```", text, re.S | re.M)
+    assert list(tomllib.loads(pyproject)["project"]["entry-points"]) == [ENTRY_POINT_GROUP]
