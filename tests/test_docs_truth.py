@@ -427,7 +427,15 @@ def test_default_thresholds_in_the_docs_are_the_evaluators() -> None:
     assert set(readme) == set(classes), "evaluators without a row in the README's tables, or rows of none"
     judge_doc = dict(threshold_rows(_text(ROOT / "docs" / "judge.md")))
     assert set(judge_doc) == set(JUDGE_EVALUATORS)
-    for where, rows in (("README.md", readme), ("docs/judge.md", judge_doc)):
+    # docs/scoring.md's headings: "### `tool_call_accuracy` (version 2, default threshold 1.0)".
+    headings = re.findall(r"^### `(\w+)` \(([^)]*)\)", _text(ROOT / "docs" / "scoring.md"), re.M)
+    assert len(headings) >= 5, headings
+    scoring = {}
+    for name, remark in headings:
+        version = re.search(r"version (\w+)", remark)
+        assert version is None or version.group(1) == classes[name].version, (name, remark)
+        scoring[name] = re.search(r"default threshold ([\d.]+)", remark).group(1)  # type: ignore[union-attr]
+    for where, rows in (("README.md", readme), ("docs/judge.md", judge_doc), ("docs/scoring.md", scoring)):
         wrong = [f"{name}: {value} != {classes[name].default_threshold}" for name, value in rows.items()
                  if float(value) != classes[name].default_threshold]
         assert not wrong, f"{where}: " + ", ".join(wrong)
