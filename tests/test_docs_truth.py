@@ -473,3 +473,26 @@ def test_the_readme_expectation_rules_and_entry_point_are_the_libraries(tmp_path
     assert [r.agent for r in loaded] == ["support-agent", "weather-agent"]
     (pyproject,) = re.findall(r"^```toml\n(.*?)^```", text, re.S | re.M)
     assert list(tomllib.loads(pyproject)["project"]["entry-points"]) == [ENTRY_POINT_GROUP]
+
+
+def documented_recorded_series() -> set[str]:
+    """The series deploy/README.md's recording-rules table names, windows expanded:
+    `a:rate{5m,1h}` -> a:rate5m, a:rate1h; `..._wilson_upper:...` repeats the row's first series' stem and windows."""
+    text = _text(ROOT / "deploy" / "README.md").split("Recording rules follow", 1)[1].split("\n\n", 2)[1]
+    prefix = re.search(r"prefix `([^`]+)`", text).group(1)  # type: ignore[union-attr]
+    out = set()
+    for line in text.splitlines()[2:]:
+        first = None
+        for name, op, windows in re.findall(r"`([\w.]+):(\w+|\.\.\.)(?:\{([^}]*)\})?`", line.split("|")[1]):
+            if name.startswith("...") and first is not None:  # `..._wilson_upper:...`: the first one's stem and windows
+                tail = name[3:]  # "_wilson_upper"
+                name, op, windows = first[0][: first[0].index(tail.split("_")[1]) - 1] + tail, first[1], first[2]
+            first = first or (name, op, windows)
+            out |= {f"{prefix}{name}:{op}{w.strip()}" for w in (windows.split(",") if windows else [""])}
+    return out
+
+
+def test_the_recording_rules_table_is_the_rules_file() -> None:
+    recorded = {r["record"] for r in pytest.importorskip("yaml").safe_load(
+        (ROOT / "deploy" / "prometheus" / "rules" / "agent-eval.rules.yml").read_text())["groups"] for r in r["rules"] if "record" in r}
+    assert documented_recorded_series() == recorded
