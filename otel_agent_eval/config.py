@@ -87,17 +87,19 @@ class Settings(BaseModel):
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_*`` variables over defaults."""
         settings = load_model(cls, ENV_PREFIX, env, overrides)
-        settings._check_consistency()
+        settings._check_consistency(from_argument=overrides.get("evaluators") is not None)
         return settings
 
-    def _check_consistency(self) -> None:
+    def _check_consistency(self, *, from_argument: bool = False) -> None:
+        """``from_argument``: the evaluators were an argument, and the message says so (as ``load_model``'s do)."""
         from .evaluators.registry import UnknownEvaluator, check_name
 
+        where = f"argument evaluators ({ENV_PREFIX}EVALUATORS)" if from_argument else f"{ENV_PREFIX}EVALUATORS"
         for name in self.evaluators:
             try:
                 check_name(name)
             except UnknownEvaluator as exc:
-                raise ConfigError(f"{ENV_PREFIX}EVALUATORS: {exc}") from None
+                raise ConfigError(f"{where}: {exc}") from None
         if self.idle_timeout_seconds > self.max_trace_age_seconds:
             raise ConfigError(
                 f"{ENV_PREFIX}IDLE_TIMEOUT_SECONDS ({self.idle_timeout_seconds}) must not exceed "

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..config import ConfigError
+from ..config import DEFAULT_EVALUATORS, ConfigError
 from .evaluate import DEFAULT_MAX_BUFFERED_RECORDS
 
 if TYPE_CHECKING:
@@ -25,7 +25,11 @@ def _settings(args: argparse.Namespace) -> Settings:
         sys.path.insert(0, os.getcwd())
     overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    settings = Settings.load(**overrides)
+    try:
+        settings = Settings.load(**overrides)
+    except ConfigError as exc:  # name the flag the user typed, not the settings argument it became
+        raise ConfigError(str(exc).replace("argument evaluators", "--evaluators")
+                          .replace("argument expectations_file", "--expectations")) from None
     if not args.threshold:
         return settings
     chosen: dict[str, float] = {}
@@ -266,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _evaluator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evaluators", default=None,
                         help="comma-separated evaluators: built-in or judge names, installed ones (entry points), "
-                             "module:Class or module:function (default: OTEL_AGENT_EVAL_EVALUATORS or all deterministic)")
+                             "module:Class or module:function (default: OTEL_AGENT_EVAL_EVALUATORS, else "
+                             f"{','.join(DEFAULT_EVALUATORS)})")
     parser.add_argument("--expectations", default=None,
                         help="JSON file of expectation rules: expected tools, retry keys, fallbacks, facts, thresholds")
     parser.add_argument("--threshold", action="append", default=[], metavar="EVALUATOR=VALUE",
@@ -290,3 +295,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `... | head` stopped reading: no traceback (the way the Python docs give for SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not raise again
+        return 1

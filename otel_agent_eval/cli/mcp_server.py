@@ -182,7 +182,7 @@ def build_server(env: Mapping[str, str] | None = None) -> Any:
         require_order: Annotated[bool, Field(description="Trace mode: expected calls must happen in this order.")] = False,
         penalize_unexpected: Annotated[bool, Field(description="Trace mode: calls nobody expected lower the score and fail the check.")] = False,
     ) -> dict[str, Any]:
-        """Check that an agent called the expected tools. Returns {score, passed, reason, evaluator}
+        """Check that an agent called the expected tools. Returns {score, passed, label, reason, evaluator}
         (passed: the expectation was met; null when the check did not apply), or {error}."""
         return tool_call_accuracy(
             expected_tool=expected_tool, actual_tool=actual_tool, expected_arguments=expected_arguments,

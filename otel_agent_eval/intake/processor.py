@@ -79,6 +79,9 @@ class AgentEvalProcessor(SpanProcessor):
         judge_tracer_provider: trace.TracerProvider | None = None,
         **overrides: Unpack[SettingsOverrides],
     ) -> None:
+        if evaluators is not None and any(isinstance(e, str) for e in evaluators):  # not an AttributeError from a worker's setup
+            raise TypeError(f"evaluators={list(evaluators)!r}: give Evaluator objects; evaluators by name go in "
+                            f"OTEL_AGENT_EVAL_EVALUATORS or settings=Settings.load(evaluators=...)")
         self.settings = _settings(settings, env, overrides)
         s = self.settings
         self._built = build_pipeline(s, evaluators=evaluators, expectations=expectations, registry=registry,

@@ -30,7 +30,7 @@ class ServerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         s = self.server.server_stats
         requests = CounterMetricFamily(
-            "agent_eval_server_requests", "OTLP export requests, by outcome (ok, partial, overloaded, draining, invalid, too_large, unsupported, unauthenticated, incomplete, connection_limit, invalid_http)",
+            "agent_eval_server_requests", "OTLP export requests, by outcome (ok, partial, overloaded, draining, invalid, too_large, unsupported, unauthenticated, incomplete, connection_limit, invalid_http, rpc_limit)",
             labels=["transport", "signal", "outcome"],
         )
         for labels, value in sorted(s.requests.snapshot().items()):

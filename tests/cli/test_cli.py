@@ -94,6 +94,30 @@ def test_evaluate_bad_threshold_names_the_flag(tmp_path: Path, flag: str, messag
     assert run.returncode == 2 and "--threshold" in run.stderr and message in run.stderr, run.stderr
 
 
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["--evaluators", "tool_call_accuracy,nope"], {}, "--evaluators (OTEL_AGENT_EVAL_EVALUATORS): unknown evaluator 'nope'"),
+    ([], {"OTEL_AGENT_EVAL_EVALUATORS": "nope"}, "otel-agent-eval: OTEL_AGENT_EVAL_EVALUATORS: unknown evaluator 'nope'"),
+])
+def test_unknown_evaluator_names_where_it_was_given(tmp_path: Path, args: list[str], env: dict[str, str], named: str) -> None:
+    """The flag the user typed, or the variable they set: not the variable when it was the flag."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_AGENT_EVAL_")}
+    run = subprocess.run(CLI + ["evaluate", str(tmp_path / "x.json"), *args], capture_output=True, text=True, timeout=60,
+                         env={**clean, **env}, check=False)
+    assert run.returncode == 2 and named in run.stderr, run.stderr
+
+
+def test_a_reader_that_stops_reading_gets_no_traceback(tmp_path: Path) -> None:
+    """`otel-agent-eval evaluate ... | head`: the report outgrows the pipe, the reader leaves."""
+    traces = tmp_path / "traces.jsonl"
+    export_demo_traces(traces, [s.name for s in SCENARIOS] * 10)
+    proc = subprocess.Popen(CLI + ["evaluate", str(traces), "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
 def test_evaluate_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"resourceSpans": [{"scopeSpans": [')

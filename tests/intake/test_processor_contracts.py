@@ -136,6 +136,17 @@ def test_settings_overrides_name_every_settings_field_but_evaluators() -> None:
     assert set(SettingsOverrides.__annotations__) == set(Settings.model_fields) - {"evaluators"}
 
 
+def test_evaluators_by_name_are_refused_with_where_names_go() -> None:
+    """evaluators= takes objects (README, Configuration): names say so at once, not as an AttributeError."""
+    from otel_agent_eval import Settings
+
+    with pytest.raises(TypeError, match=r"give Evaluator objects; evaluators by name go in OTEL_AGENT_EVAL_EVALUATORS"):
+        AgentEvalProcessor(["loop_detection"], registry=CollectorRegistry())  # type: ignore[list-item]
+    processor = AgentEvalProcessor(settings=Settings.load({}, evaluators="loop_detection"), registry=CollectorRegistry())
+    assert [e.name for e in processor.evaluators] == ["loop_detection"]
+    processor.shutdown()
+
+
 # --- fork -----------------------------------------------------------------------------------------
 
 

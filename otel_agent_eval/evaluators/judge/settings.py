@@ -37,7 +37,7 @@ class JudgeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    evaluators: tuple[str, ...] = Field(DEFAULT_JUDGE_EVALUATORS, description="Judge evaluators to run when a model is set, comma separated.")
+    evaluators: tuple[str, ...] = Field(DEFAULT_JUDGE_EVALUATORS, description="Judge evaluators to run when a model is set, comma separated; OTEL_AGENT_EVAL_EVALUATORS may name them too, and this default applies only when neither does.")
     # endpoint
     model: str | None = Field(None, description="Judge model (deployment name on Azure). Unset: judge evaluators are off.")
     base_url: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434/v1 (Ollama). Unset: api.openai.com (or OPENAI_BASE_URL).")
