@@ -56,10 +56,12 @@ class ManualStep:
         self.thought = thought
         self._output: str | None = None
         self._calls: list[dict[str, Any]] = []
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER}
+        if run.model is not None:  # semconv: the model when known, and the span named after it; never a made-up one
+            attributes["gen_ai.request.model"] = run.model
         self._model_span = run._tracer.start_span(
-            f"chat {run.model}", context=run._context, kind=SpanKind.CLIENT,
-            attributes={"gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDER,
-                        "gen_ai.request.model": run.model},
+            f"chat {run.model}" if run.model is not None else "chat", context=run._context, kind=SpanKind.CLIENT,
+            attributes=attributes,
         )
         self._responded_ns: int | None = None
 
@@ -118,7 +120,7 @@ class ManualStep:
 class AgentRun:
     """One agent invocation. Use through ``agent_run()``."""
 
-    def __init__(self, span: Span, tracer: trace.Tracer, name: str, input: str | None, model: str) -> None:
+    def __init__(self, span: Span, tracer: trace.Tracer, name: str, input: str | None, model: str | None) -> None:
         self._span = span
         self._tracer = tracer
         self._context = trace.set_span_in_context(span)
@@ -158,7 +160,7 @@ class AgentRun:
 @contextmanager
 def agent_run(
     name: str, input: str | None = None, *, tracer_provider: trace.TracerProvider | None = None,
-    model: str = "unknown", conversation_id: str | None = None,
+    model: str | None = None, conversation_id: str | None = None,
 ) -> Iterator[AgentRun]:
     """Record one agent run as an ``invoke_agent {name}`` span; an exception marks it failed and propagates."""
     tracer = trace.get_tracer(SCOPE_NAME, tracer_provider=tracer_provider)

@@ -58,6 +58,22 @@ def test_round_trip_names_arguments_results_errors_order_thought_output() -> Non
     assert run.issues == [] and all(not s.issues for s in run.steps)
 
 
+def test_a_run_without_a_model_names_none() -> None:
+    """No model given: spans named ``chat`` with no ``gen_ai.request.model`` (semconv), not a made-up ``unknown``."""
+
+    def record(provider: TracerProvider) -> None:
+        with agent_run("support", input="Hi", tracer_provider=provider) as run:
+            with run.step() as step:
+                step.output("Hello.")
+            run.finish("Hello.")
+
+    spans = exported(record)
+    (chat,) = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert chat.name == "chat" and "gen_ai.request.model" not in chat.attributes
+    (run,) = assemble_with_logs(spans)
+    assert [(s.output, s.model) for s in run.steps] == [("Hello.", None)]
+
+
 def test_an_exception_in_the_run_marks_it_failed_and_propagates() -> None:
     def record(provider: TracerProvider) -> None:
         with pytest.raises(RuntimeError, match="model down"):
