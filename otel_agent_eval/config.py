@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .config_base import (
     ENV_PREFIX,
     ConfigError,
+    argument_name,
     comma_list,
     load_model,
     table_for,
@@ -84,22 +85,25 @@ class Settings(BaseModel):
         return check_thresholds(parse_thresholds(value) if isinstance(value, str) else value)
 
     @classmethod
-    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_*`` variables over defaults."""
-        settings = load_model(cls, ENV_PREFIX, env, overrides)
-        settings._check_consistency(from_argument=overrides.get("evaluators") is not None)
+    def load(cls, env: Mapping[str, str] | None = None, *, given_as: Mapping[str, str] | None = None,
+             **overrides: Any) -> Settings:
+        """Build settings from ``overrides`` over ``OTEL_AGENT_EVAL_*`` variables over defaults; errors name an
+        override as ``given_as`` says the caller took it (a command's ``--flag``), else ``argument {name}``."""
+        settings = load_model(cls, ENV_PREFIX, env, overrides, given_as=given_as)
+        var = f"{ENV_PREFIX}EVALUATORS"
+        given = overrides.get("evaluators") is not None
+        settings._check_consistency(f"{argument_name('evaluators', given_as)} ({var})" if given else var)
         return settings
 
-    def _check_consistency(self, *, from_argument: bool = False) -> None:
-        """``from_argument``: the evaluators were an argument, and the message says so (as ``load_model``'s do)."""
+    def _check_consistency(self, evaluators_from: str) -> None:
+        """``evaluators_from``: where the evaluators came from, as errors name it (as ``load_model``'s do)."""
         from .evaluators.registry import UnknownEvaluator, check_name
 
-        where = f"argument evaluators ({ENV_PREFIX}EVALUATORS)" if from_argument else f"{ENV_PREFIX}EVALUATORS"
         for name in self.evaluators:
             try:
                 check_name(name)
             except UnknownEvaluator as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+                raise ConfigError(f"{evaluators_from}: {exc}") from None
         if self.idle_timeout_seconds > self.max_trace_age_seconds:
             raise ConfigError(
                 f"{ENV_PREFIX}IDLE_TIMEOUT_SECONDS ({self.idle_timeout_seconds}) must not exceed "

@@ -37,9 +37,11 @@ def load_model(
     *,
     fallbacks: Mapping[str, str] | None = None,
     secrets: tuple[str, ...] = (),
+    given_as: Mapping[str, str] | None = None,
 ) -> M:
     """Validate field ``x`` from ``overrides``, else ``{prefix}X``, else a ``fallbacks``
-    variable, else its default. Errors name the argument or variable, never a secret's value."""
+    variable, else its default. Errors name the argument or variable, never a secret's value;
+    ``given_as`` names an override as its caller took it (a command's ``--flag``)."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -56,11 +58,16 @@ def load_model(
     for name, value in overrides.items():
         if value is not None:
             values[name] = value
-            sources[name] = f"argument {name}"
+            sources[name] = argument_name(name, given_as)
     try:
         return cls(**values)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, prefix, sources, secrets)) from None
+
+
+def argument_name(name: str, given_as: Mapping[str, str] | None) -> str:
+    """How errors name a setting given as an argument: as the caller took it, else ``argument {name}``."""
+    return (given_as or {}).get(name) or f"argument {name}"
 
 
 def _describe(exc: ValidationError, prefix: str, sources: dict[str, str], secrets: tuple[str, ...]) -> str:

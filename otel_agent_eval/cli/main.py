@@ -25,11 +25,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         sys.path.insert(0, os.getcwd())
     overrides = {"evaluators": args.evaluators, "expectations_file": args.expectations}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        settings = Settings.load(**overrides)
-    except ConfigError as exc:  # name the flag the user typed, not the settings argument it became
-        raise ConfigError(str(exc).replace("argument evaluators", "--evaluators")
-                          .replace("argument expectations_file", "--expectations")) from None
+    settings = Settings.load(given_as={"evaluators": "--evaluators", "expectations_file": "--expectations"},
+                             **overrides)
     if not args.threshold:
         return settings
     chosen: dict[str, float] = {}
