@@ -325,7 +325,7 @@ class RecordTemplates:
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
-        self._kept: dict[tuple[Any, ...], tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes]] = {}
+        self._kept: dict[tuple[Any, ...], _Kept] = {}
 
     def encode(self, result: EvalResult, service: Any) -> bytes | None:
         """The record's attribute fields, or None: the general way."""
@@ -350,8 +350,7 @@ class RecordTemplates:
                 self._kept[key] = kept
         return _written(kept, values)
 
-    def _fill(self, shape: tuple[Any, ...], result: EvalResult, service: Any, values: dict[str, Any]
-              ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
+    def _fill(self, shape: tuple[Any, ...], result: EvalResult, service: Any, values: dict[str, Any]) -> _Kept | None:
         try:
             template = self._templates[shape]
         except KeyError:
@@ -386,7 +385,7 @@ class SpanTemplates:
 
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
-        self._kept: dict[tuple[Any, ...], tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes]] = {}
+        self._kept: dict[tuple[Any, ...], _Kept] = {}
 
     def encode(self, evaluated: EvaluatedTrace, fields: dict[str, Any]) -> bytes | None:
         """The span's attribute fields (``fields``: the trace's), or None: the general way."""
@@ -411,8 +410,7 @@ class SpanTemplates:
                 self._kept[key] = kept
         return _written(kept, fields)
 
-    def _template(self, evaluated: EvaluatedTrace, key: tuple[Any, ...]
-                  ) -> tuple[bytes, Callable[[dict[str, Any]], bytes] | None, bytes] | None:
+    def _template(self, evaluated: EvaluatedTrace, key: tuple[Any, ...]) -> _Kept | None:
         t = evaluated.trace
         service = key[4]
         if type(t) is not AgentTrace or type(t.agent_name) is not str or type(evaluated.phase) is not str or not (
