@@ -1,4 +1,5 @@
-"""Virtualenvs of their own for frameworks whose dependencies conflict with the main test venv.
+"""Virtualenvs of their own for frameworks whose dependencies conflict with the main test venv, and for
+the declared dependency floors (``floors.txt``, ``tests/test_dependency_floors.py``).
 
 ``framework_python("llamaindex")`` returns the interpreter of ``.venvs/llamaindex`` (under the
 repository root, or ``$OTEL_AGENT_EVAL_VENVS``), created from the pinned, fully frozen

@@ -1,7 +1,8 @@
 """Helpers for the ``otel-agent-eval serve`` tests (no tests here).
 
 - ``ServerProcess``: ``otel-agent-eval serve`` as a subprocess on free 127.0.0.1 ports (port 0;
-  the server prints the ports it bound as its first stdout line), always killed at the end;
+  the server prints the ports it bound as its first stdout line), always killed at the end; this
+  interpreter's by default, or another venv's (``python=``) with this checkout on ``PYTHONPATH``;
 - ``Receiver``: a tiny OTLP/HTTP receiver (http.server) standing in for the user's backend: it
   decodes the ``ExportTraceServiceRequest`` / ``ExportLogsServiceRequest`` the server exports;
 - ``run_scenarios``: the demo's scripted agents through an SDK ``TracerProvider`` whose spans go
@@ -216,7 +217,7 @@ class ServerProcess:
     """``otel-agent-eval serve`` in a subprocess; ``ports`` from its first stdout line."""
 
     def __init__(self, workdir: Path, *args: str, env: dict[str, str] | None = None, name: str = "server",
-                 receiver: Receiver | None = None, startup_timeout: float = 20.0) -> None:
+                 receiver: Receiver | None = None, startup_timeout: float = 20.0, python: str | Path = sys.executable) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         expectations = workdir / "expectations.json"
         expectations.write_text(json.dumps(EXPECTATIONS))
@@ -230,7 +231,7 @@ class ServerProcess:
         # Open for the server's lifetime, closed by ``kill``.
         self._stdout = open(self.stdout_path, "wb")  # noqa: SIM115
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
-        command = [sys.executable, "-m", "otel_agent_eval", "serve", "--host", "127.0.0.1",
+        command = [str(python), "-m", "otel_agent_eval", "serve", "--host", "127.0.0.1",
                    "--http-port", "0", "--grpc-port", "0", "--admin-port", "0", *args]
         self.proc = subprocess.Popen(command, env=full_env, stdout=self._stdout, stderr=self._stderr, cwd=str(workdir))
         try:
