@@ -73,8 +73,9 @@ LOG_COST = 400
 """A ``LogRecordData`` with its ids, timestamp and attributes dict."""
 ATTRIBUTE_COST = 32
 """One dict slot (amortised over the dict's growth)."""
-CONTAINER_COST = 120
-"""A nested dict in a log body or OTLP value before its items (a small dict's table)."""
+CONTAINER_COST = 160
+"""A nested dict in a log body or OTLP value before its items (a small dict's table). 160, not the 120 measured on
+3.11: on CPython 3.10 a log record with a nested body measured 36 bytes over the estimate made with 120."""
 MAX_ITEMS_SIZED = 32
 """Sequences and mappings longer than this are sized from their first items (bounded work)."""
 MAX_DEPTH = 4

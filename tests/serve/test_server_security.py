@@ -52,6 +52,10 @@ def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x5
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        # The key identifiers Python 3.13's default verification (VERIFY_X509_STRICT) requires, as real CAs issue.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            (issuer[1] if issuer else key).public_key()), critical=False)
     )
     if ca:
         builder = builder.add_extension(
