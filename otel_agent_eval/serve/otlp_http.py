@@ -272,6 +272,22 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+THREAD_PREFIX = "otel-agent-eval-"
+_UVICORN_LIFECYCLE = frozenset({
+    "Started server process [%d]", "Finished server process [%d]", "Shutting down",
+    "Waiting for connections to close. (CTRL+C to force quit)",
+    "Waiting for background tasks to complete. (CTRL+C to force quit)",
+})
+"""uvicorn's start and stop lines (the format strings its ``uvicorn.error`` logger uses)."""
+
+
+def _without_lifecycle_lines(record: logging.LogRecord) -> bool:
+    """Drops uvicorn's start and stop lines logged by our servers' threads: serve runs two uvicorn servers,
+    so each line came twice, without saying which server, with CTRL+C hints that do not apply (serve's own
+    ``listening``, ``draining`` and ``stopped`` lines say it once). Other uvicorn servers in the process keep them."""
+    return not (record.msg in _UVICORN_LIFECYCLE and record.threadName.startswith(THREAD_PREFIX))
+
+
 class UvicornThread:
     """One uvicorn server on its own event loop thread, on a socket bound at construction (so port 0 is known)."""
 
@@ -292,7 +308,8 @@ class UvicornThread:
         self.socket = _bind(host, port)
         self.port: int = self.socket.getsockname()[1]
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True,
-                                        name=f"otel-agent-eval-{name}")
+                                        name=f"{THREAD_PREFIX}{name}")
+        logging.getLogger("uvicorn.error").addFilter(_without_lifecycle_lines)  # once: a filter is added once
 
     def start(self) -> None:
         self._thread.start()

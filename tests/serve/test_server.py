@@ -398,3 +398,16 @@ def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
         server.stop(drain_seconds=1)
     outcomes = Counter(k[2] for k in server.server_stats.requests.snapshot())
     assert outcomes == Counter({"ok": 1, "connection_limit": 1}), outcomes
+
+
+def test_start_and_stop_are_logged_once_without_uvicorns_lines(tmp_path: Path, servers: list) -> None:
+    """serve runs two uvicorn servers (OTLP/HTTP, admin): uvicorn's own start and stop lines came twice each,
+    naming neither, with CTRL+C hints; serve's own lines say it once."""
+    server = ServerProcess(tmp_path)
+    servers.append(server)
+    assert server.stop()["drained"] is True
+    log = server.stderr_path.read_text()
+    for uvicorn_line in ("Started server process", "Finished server process", "Shutting down", "CTRL+C"):
+        assert uvicorn_line not in log, log
+    assert log.count("signal received: draining") == 1, log
+    assert [line["event"] for line in server._lines()] == ["listening", "stopped"]
