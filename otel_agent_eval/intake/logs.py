@@ -12,6 +12,7 @@ the trace completes (``pipeline/completion.py``, ``join_log_records``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
@@ -53,13 +54,15 @@ def log_record_data(record: Any, event_name: str | None) -> LogRecordData:
 class AgentEvalLogProcessor(LogRecordProcessor):
     """Hands GenAI content log records to an AgentEvalProcessor's intake. O(1), never raises.
 
-    Its lifecycle is the span processor's: ``shutdown`` does nothing (the span
-    processor owns the pipeline), ``force_flush`` returns at once (the records are
-    flushed with their traces by the span processor's ``force_flush``).
+    Its lifecycle is the span processor's: ``shutdown`` shuts the span processor down
+    (``on_shutdown``: whichever provider shuts down first drains the pipeline, while the
+    other still exports what the drain emits), ``force_flush`` returns at once (the
+    records are flushed with their traces by the span processor's ``force_flush``).
     """
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: Pipeline, on_shutdown: Callable[[], None] = lambda: None) -> None:
         self.pipeline = pipeline  # its intake is read per record: a forked child has a new one
+        self._on_shutdown = on_shutdown
 
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         try:
@@ -73,7 +76,8 @@ class AgentEvalLogProcessor(LogRecordProcessor):
     emit = on_emit  # older SDKs call emit()
 
     def shutdown(self) -> None:
-        """The span processor owns the pipeline and shuts it down."""
+        """The span processor's ``shutdown`` (idempotent): it owns the pipeline."""
+        self._on_shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True

@@ -11,8 +11,10 @@ background threads.
 
 from __future__ import annotations
 
+import atexit
 import logging
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -104,6 +106,7 @@ class AgentEvalProcessor(SpanProcessor):
             )
         self._shutdown = False
         at_fork_in_child(self._after_fork_in_child)
+        self._at_exit = _shutdown_at_exit(self)
         self.pipeline.start()
 
     @property
@@ -129,7 +132,7 @@ class AgentEvalProcessor(SpanProcessor):
         Add it to the app's LoggerProvider when instrumentations record content as
         log events (event-only mode); ``install()`` does both in one call.
         """
-        return AgentEvalLogProcessor(self.pipeline)
+        return AgentEvalLogProcessor(self.pipeline, on_shutdown=self.shutdown)
 
     def shutdown(self, *, timeout_millis: int | None = None) -> None:
         """Evaluate what is buffered (within ``timeout_millis``, default ``shutdown_timeout_seconds``), then stop.
@@ -139,6 +142,7 @@ class AgentEvalProcessor(SpanProcessor):
         if self._shutdown:
             return
         self._shutdown = True
+        atexit.unregister(self._at_exit)
         timeout = self.settings.shutdown_timeout_seconds if timeout_millis is None else timeout_millis / 1000.0
         self._built.shutdown(timeout)
         if self._metrics_server is not None:
@@ -156,6 +160,38 @@ class AgentEvalProcessor(SpanProcessor):
     def _after_fork_in_child(self) -> None:
         """The parent's ``/metrics`` server thread is not in the child: the child does not serve (nor stop) it."""
         self._metrics_server = None
+
+
+def _shutdown_at_exit(processor: AgentEvalProcessor) -> Callable[[], None]:
+    """Shut ``processor`` down at interpreter exit, before the providers it emits through: exit handlers run last
+    registered first, and the providers registered theirs when they were made, before the processor. The SDK's
+    own handler shuts a provider's processors down in the order they were added, the app's exporters usually
+    first: the last results, emitted while the processor drains, went into processors already shut down and
+    were lost. Holds the processor weakly (a processor that is gone has nothing to drain)."""
+    ref = weakref.ref(processor)
+
+    def at_exit() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.shutdown()
+
+    atexit.register(at_exit)
+    return at_exit
+
+
+def _first_in_chain(chain: Any, attribute: str, processor: Any) -> None:
+    """Put ``processor`` first in an SDK provider's processor chain (``SynchronousMultiSpanProcessor``,
+    ``ConcurrentMultiSpanProcessor``, ``SynchronousMultiLogRecordProcessor``: a tuple and a lock, private to the
+    SDK, checked here; a chain of another shape leaves it where ``add_*_processor`` put it, last). A provider shuts
+    its processors down in that order: first, the processor drains and emits its last results while the app's
+    exporting processors can still send them (``provider.shutdown()`` called by the app)."""
+    lock = getattr(chain, "_lock", None)
+    if lock is None or type(getattr(chain, attribute, None)) is not tuple:
+        return
+    with lock:
+        current = getattr(chain, attribute)
+        if any(p is processor for p in current):
+            setattr(chain, attribute, (processor, *(p for p in current if p is not processor)))
 
 
 def _settings(settings: Settings | None, env: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> Settings:
@@ -195,13 +231,19 @@ def install(
 
     Evaluation spans and log records are emitted through the same providers
     (``judge_tracer_provider=`` for the judge's own request spans); the other
-    arguments are ``AgentEvalProcessor``'s. Returns the processor (keep it for shutdown).
+    arguments are ``AgentEvalProcessor``'s. Both processors go first in their provider's
+    chain, so that whichever provider the app shuts down first drains the evaluation
+    while its exporters still send what it emits. Returns the processor.
     """
     processor = AgentEvalProcessor(
         evaluators, settings=settings, env=env, expectations=expectations, tracer_provider=tracer_provider,
         logger_provider=logger_provider, registry=registry, judge_tracer_provider=judge_tracer_provider, **overrides,
     )
     tracer_provider.add_span_processor(processor)
+    _first_in_chain(getattr(tracer_provider, "_active_span_processor", None), "_span_processors", processor)
     if logger_provider is not None:
-        logger_provider.add_log_record_processor(processor.log_processor)
+        log_processor = processor.log_processor
+        logger_provider.add_log_record_processor(log_processor)
+        _first_in_chain(getattr(logger_provider, "_multi_log_record_processor", None), "_log_record_processors",
+                        log_processor)
     return processor
