@@ -370,13 +370,17 @@ def python_examples() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("where", "code"), python_examples(), ids=[w for w, _ in python_examples()])
 def test_python_examples_run_as_written(where: str, code: str, tmp_path: Path) -> None:
     """Each block, alone, in a fresh interpreter: imports, names and arguments are the library's.
-    A judge endpoint is configured (never called) for the blocks that build a judge from the environment."""
+    A judge endpoint is configured (never called) for the blocks that build a judge from the environment.
+    A block that says it is run by ``opentelemetry-instrument`` is, with console exporters."""
     code = code.replace("prometheus_port=9464", "prometheus_port=0")  # the port may be taken on a shared machine
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
     env |= {"PYTHONPATH": str(ROOT), "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-model",
             "OTEL_AGENT_EVAL_JUDGE_BASE_URL": "http://127.0.0.1:9/v1"}
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
+    command = [sys.executable, "-c", code]
+    if "run as: opentelemetry-instrument python" in code.partition("\n")[0]:
+        command = [str(Path(sys.executable).parent / "opentelemetry-instrument"), *command]
+        env |= {"OTEL_TRACES_EXPORTER": "console", "OTEL_LOGS_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"}
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, f"{where}:\n{run.stderr}"
     assert "Traceback" not in run.stderr, f"{where}:\n{run.stderr}"
 

@@ -216,7 +216,7 @@ def _results_go_nowhere(
 
 def install(
     tracer_provider: TracerProvider,
-    logger_provider: SDKLoggerProvider | None = None,
+    logger_provider: SDKLoggerProvider | LoggerProvider | None = None,
     evaluators: Sequence[Evaluator] | None = None,
     *,
     settings: Settings | None = None,
@@ -233,7 +233,11 @@ def install(
     (``judge_tracer_provider=`` for the judge's own request spans); the other
     arguments are ``AgentEvalProcessor``'s. Both processors go first in their provider's
     chain, so that whichever provider the app shuts down first drains the evaluation
-    while its exporters still send what it emits. Returns the processor.
+    while its exporters still send what it emits. A ``logger_provider`` that takes no
+    processors (the API's proxy or no-op one: no logs exporter configured, as
+    ``_logs.get_logger_provider()`` gives under ``opentelemetry-instrument`` without
+    ``OTEL_LOGS_EXPORTER``) gets none, and result records go through it to wherever it
+    leads. Returns the processor.
     """
     processor = AgentEvalProcessor(
         evaluators, settings=settings, env=env, expectations=expectations, tracer_provider=tracer_provider,
@@ -241,7 +245,7 @@ def install(
     )
     tracer_provider.add_span_processor(processor)
     _first_in_chain(getattr(tracer_provider, "_active_span_processor", None), "_span_processors", processor)
-    if logger_provider is not None:
+    if hasattr(logger_provider, "add_log_record_processor"):
         log_processor = processor.log_processor
         logger_provider.add_log_record_processor(log_processor)
         _first_in_chain(getattr(logger_provider, "_multi_log_record_processor", None), "_log_record_processors",
