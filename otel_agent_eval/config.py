@@ -67,7 +67,7 @@ class Settings(BaseModel):
     emit_logs: bool = Field(True, description="Emit gen_ai.evaluation.result log records.")
     export_max_queued_spans: int = Field(8192, ge=1, description="serve's result export: evaluation spans waiting for the OTLP exporter; beyond, new ones are dropped and counted (sink_errors{otlp}, the stop report's not_exported).")
     export_max_queued_log_records: int = Field(32768, ge=1, description="serve's result export: gen_ai.evaluation.result log records waiting for the OTLP exporter (one per evaluator and run); beyond, dropped and counted like export_max_queued_spans.")
-    prometheus_port: int | None = Field(None, ge=0, le=65535, description="Serve /metrics on this port (0 picks a free port); unset: no server.")
+    prometheus_port: int | None = Field(None, ge=0, le=65535, description="Serve /metrics on this port (0 picks a free port); unset: no server. A port already taken (another worker of the app) is logged at ERROR and the process goes on without /metrics.")
     prometheus_host: str = Field("0.0.0.0", description="Address the /metrics server binds to.")
     max_agent_labels: int = Field(50, ge=1, description="Distinct agent label values; further agents are reported as 'other'.")
     max_service_labels: int = Field(

@@ -96,8 +96,8 @@ class AgentEvalProcessor(SpanProcessor):
         self.metrics_port: int | None = None
         self._metrics_server: Any = None
         if s.prometheus_port is not None:
-            self._metrics_server, _ = start_http_server(s.prometheus_port, addr=s.prometheus_host, registry=self.registry)
-            self.metrics_port = self._metrics_server.server_port
+            self._metrics_server = _metrics_server(s.prometheus_host, s.prometheus_port, self.registry)
+            self.metrics_port = self._metrics_server.server_port if self._metrics_server is not None else None
         if _results_go_nowhere(s, tracer_provider, logger_provider, registry):
             _logger.warning(
                 "otel-agent-eval: evaluation results have nowhere to go: no tracer or logger provider was given and the "
@@ -160,6 +160,22 @@ class AgentEvalProcessor(SpanProcessor):
     def _after_fork_in_child(self) -> None:
         """The parent's ``/metrics`` server thread is not in the child: the child does not serve (nor stop) it."""
         self._metrics_server = None
+
+
+def _metrics_server(host: str, port: int, registry: CollectorRegistry) -> Any:
+    """prometheus-client's ``/metrics`` server, or None when the port cannot be bound: in the app's process a
+    taken port (the other workers of a gunicorn or uvicorn app given the same port, a second instance on the
+    host) must not stop the app from starting; it is said once, at ERROR, naming the setting."""
+    try:
+        server, _ = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        _logger.error(
+            "otel-agent-eval: cannot serve /metrics on %s:%d (prometheus_port, OTEL_AGENT_EVAL_PROMETHEUS_PORT): %s. "
+            "This process serves no metrics; evaluation and its spans and log records go on. With several worker "
+            "processes, give each its own port (0 picks a free one) or pass registry= and serve it yourself.",
+            host, port, exc)
+        return None
+    return server
 
 
 def _shutdown_at_exit(processor: AgentEvalProcessor) -> Callable[[], None]:

@@ -319,3 +319,40 @@ def test_score_histogram_carries_trace_id_exemplars(make: Any) -> None:
     agent_span = next(sp for sp in s.spans.get_finished_spans() if sp.name == "invoke_agent calc")
     text = openmetrics_latest(s.processor.registry).decode()
     assert f'# {{trace_id="{agent_span.context.trace_id:032x}"}}' in text
+
+
+def test_a_taken_metrics_port_does_not_stop_the_app(caplog: pytest.LogCaptureFixture) -> None:
+    """Each worker of a multi-process app given the same port: the first serves /metrics, the others start
+    and evaluate without it, and say so once at ERROR, naming the setting (the OSError stopped the app)."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        with caplog.at_level("ERROR", logger="otel_agent_eval"):
+            setup = Setup(prometheus_port=taken.getsockname()[1], prometheus_host="127.0.0.1")
+        assert setup.processor.metrics_port is None
+        (message,) = [r.getMessage() for r in caplog.records if "cannot serve /metrics" in r.getMessage()]
+        assert "OTEL_AGENT_EVAL_PROMETHEUS_PORT" in message
+        setup.run()
+        assert setup.processor.force_flush(10_000)
+        assert sum(setup.samples("agent_eval_traces_evaluated_total").values()) == 1
+        setup.processor.shutdown()
+    finally:
+        taken.close()
+
+
+def test_the_metrics_server_serves_the_registry() -> None:
+    import urllib.request
+
+    setup = Setup(prometheus_port=0, prometheus_host="127.0.0.1")
+    try:
+        setup.run()
+        assert setup.processor.force_flush(10_000)
+        port = setup.processor.metrics_port
+        assert port
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert "agent_eval_traces_evaluated_total{" in text and "agent_eval_score_bucket{" in text
+    finally:
+        setup.processor.shutdown()
