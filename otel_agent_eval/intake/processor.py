@@ -196,11 +196,13 @@ def _shutdown_at_exit(processor: AgentEvalProcessor) -> Callable[[], None]:
 
 
 def _first_in_chain(chain: Any, attribute: str, processor: Any) -> None:
-    """Put ``processor`` first in an SDK provider's processor chain (``SynchronousMultiSpanProcessor``,
-    ``ConcurrentMultiSpanProcessor``, ``SynchronousMultiLogRecordProcessor``: a tuple and a lock, private to the
-    SDK, checked here; a chain of another shape leaves it where ``add_*_processor`` put it, last). A provider shuts
-    its processors down in that order: first, the processor drains and emits its last results while the app's
-    exporting processors can still send them (``provider.shutdown()`` called by the app)."""
+    """Put ``processor`` first in an SDK provider's processor chain (the providers' default chains,
+    ``SynchronousMultiSpanProcessor`` and ``SynchronousMultiLogRecordProcessor``: a tuple and a lock, private to
+    the SDK, checked here; a chain of another shape leaves it where ``add_*_processor`` put it, last). Such a chain
+    shuts its processors down in that order: first, the processor drains and emits its last results while the
+    app's exporting processors can still send them (``provider.shutdown()`` called by the app). A
+    ``ConcurrentMultiSpanProcessor`` shuts them down all at once: there the exit handler, or the app calling
+    ``processor.shutdown()`` before ``provider.shutdown()``, is what keeps the last results."""
     lock = getattr(chain, "_lock", None)
     if lock is None or type(getattr(chain, attribute, None)) is not tuple:
         return
