@@ -53,4 +53,6 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
         raise OTLPDecodeError(f"invalid {encoding} body: {exc}") from exc
     if len(out) > limit:
         raise TooLarge("request body too large after decompression")
+    if not decompressor.eof:  # zlib returns what it has of a stream cut short, without an error
+        raise OTLPDecodeError(f"invalid {encoding} body: truncated (the compressed stream does not end)")
     return out

@@ -262,3 +262,22 @@ def test_grpc_messages_over_the_limit_are_counted_as_too_large() -> None:
         assert counted() == {"ok": 1, "too_large": attempts + 1}, counted()
     finally:
         server.stop(drain_seconds=1)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_body_cut_short_is_invalid_not_partly_read(encoding: str) -> None:
+    """zlib hands back what it has of a stream cut short, without an error: a body cut at a message boundary
+    would have been taken as a smaller request (spans lost, 200 to the client)."""
+    import gzip
+    import zlib
+
+    from otel_agent_eval.formats.otlp_json import OTLPDecodeError
+    from otel_agent_eval.serve.outcome import TooLarge, decompress
+
+    raw = b"0123456789" * 1000
+    whole = zlib.compress(raw) if encoding == "deflate" else gzip.compress(raw)
+    assert decompress(whole, encoding, LIMIT) == raw
+    with pytest.raises(OTLPDecodeError, match="truncated"):
+        decompress(whole[:-12], encoding, LIMIT)
+    with pytest.raises(TooLarge):
+        decompress(whole, encoding, len(raw) - 1)
