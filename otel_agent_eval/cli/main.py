@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--linger", type=float, default=0.0, help="keep /metrics up this many seconds after the run")
     demo.add_argument("--sample-rate", type=float, default=None, help="share of agent traces evaluated (default: OTEL_AGENT_EVAL_SAMPLE_RATE or 1.0)")
     demo.set_defaults(func=_demo)
-    evaluate = commands.add_parser("evaluate", help="assemble and evaluate exported OTLP traces (JSON, JSON lines, protobuf, gzip)")
+    evaluate = commands.add_parser("evaluate", help="assemble and evaluate exported OTLP traces (JSON, JSON lines, protobuf; gzip, zstd)")
     evaluate.add_argument("files", nargs="+", help="OTLP trace files")
     _output_and_gate_flags(evaluate)
     _evaluator_flags(evaluate)

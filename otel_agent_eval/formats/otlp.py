@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ _KIND_NAMES = otlp_json._KINDS
 _STATUS_NAMES = otlp_json._STATUSES
 _REMOTE_BITS = otlp_json._REMOTE_BITS
 _GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _READ_BUFFER = 1 << 18
 """Bytes read from a file at a time (256 KiB, held while reading): a JSON line (a whole export
 request, often several KiB) then comes out of one buffer with one search and one copy, where the
@@ -237,7 +238,10 @@ def iter_trace_file(path: str | PathLike[str]) -> Iterator[Batch]:
 
     Accepts one OTLP/JSON document, JSON lines (Collector ``file`` exporter; a line may
     hold traces or logs), binary protobuf (one request, or the Collector's length-prefixed
-    stream), and gzip-compressed variants of each. JSON lines and length-prefixed streams
+    stream), gzip- and zstd-compressed variants of each, and the ``file`` exporter's
+    ``compression: zstd`` in both its forms (each length-prefixed message a zstd frame of
+    JSON or protobuf; the whole file zstd, JSON lines or length-prefixed protobuf within).
+    JSON lines and length-prefixed streams
     are read incrementally, so memory is bounded by the largest line or message; a single
     document or message is bounded by its own size. The extension only breaks ties:
     ``.pb``/``.bin``/``.binpb`` files are always read as protobuf.
@@ -249,18 +253,98 @@ def iter_trace_file(path: str | PathLike[str]) -> Iterator[Batch]:
         raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
     with raw:
         try:
-            compressed = raw.read(2) == _GZIP_MAGIC
+            magic = raw.read(4)
             raw.seek(0)
-            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), _READ_BUFFER) if compressed else raw  # type: ignore[arg-type]
+            if magic.startswith(_GZIP_MAGIC):
+                stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), _READ_BUFFER)  # type: ignore[arg-type]
+            elif magic == _ZSTD_MAGIC:
+                stream = io.BufferedReader(_zstd_reader(raw, str(p)), _READ_BUFFER)
+            else:
+                stream = raw
             yield from _iter_stream(stream, p)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise OTLPDecodeError(f"{p}: corrupt or truncated gzip data: {exc}") from exc
+        except _zstd_errors() as exc:
+            raise OTLPDecodeError(f"{p}: corrupt or truncated zstd data: {exc}") from exc
         except OSError as exc:
             raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
 
 
+def _zstd_errors() -> tuple[type[Exception], ...]:
+    """The zstd decoders' error classes that are installed (none: nothing to catch)."""
+    errors = []
+    try:
+        from compression import zstd  # type: ignore[import-not-found]
+
+        errors.append(zstd.ZstdError)
+    except ImportError:
+        pass
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _zstd_reader(fileobj: Any, where: str) -> _ZstdFrames:
+    """A raw reader of the zstd data in ``fileobj``, through the standard library's decoder (Python 3.14+) or
+    ``zstandard``'s (the otlp extra)."""
+    try:
+        from compression import zstd  # type: ignore[import-not-found]
+
+        return _ZstdFrames(fileobj, zstd.ZstdDecompressor, where)
+    except ImportError:
+        pass
+    try:
+        import zstandard
+    except ImportError as exc:
+        raise OTLPDecodeError(f"{where}: reading zstd-compressed OTLP needs the otlp extra "
+                              f"(pip install 'otel-agent-eval[otlp]'): {exc}") from exc
+    return _ZstdFrames(fileobj, zstandard.ZstdDecompressor().decompressobj, where)
+
+
+class _ZstdFrames(io.RawIOBase):
+    """Every zstd frame of ``source``, decompressed one after the other (the Collector's file exporter writes one
+    frame per write when it rotates files, one stream otherwise). Data that ends inside a frame is an error:
+    zstandard's own stream reader returns what it has decoded, silently (nothing, for a one-block frame cut short)."""
+
+    def __init__(self, source: Any, new_frame: Callable[[], Any], where: str) -> None:
+        self._source = source
+        self._new_frame = new_frame
+        self._where = where
+        self._frame: Any = None
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._out:
+            data = self._source.read(_READ_BUFFER)
+            if not data:
+                if self._frame is not None and not self._frame.eof:
+                    raise OTLPDecodeError(f"{self._where}: truncated zstd data (it ends inside a frame)")
+                return 0
+            self._out = memoryview(self._decompress(data))
+        n = min(len(buffer), len(self._out))
+        buffer[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def _decompress(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            if self._frame is None or self._frame.eof:
+                self._frame = self._new_frame()
+            out.append(self._frame.decompress(data))
+            data = self._frame.unused_data if self._frame.eof else b""
+        return b"".join(out)
+
+
 def _iter_stream(stream: Any, p: Path) -> Iterator[Batch]:
-    suffixes = [s.lower() for s in p.suffixes if s.lower() != ".gz"]
+    suffixes = [s.lower() for s in p.suffixes if s.lower() not in (".gz", ".zst", ".zstd")]
     if suffixes and suffixes[-1] in {".pb", ".bin", ".binpb"}:
         yield from _protobuf_stream(stream, str(p))
         return
@@ -330,6 +414,11 @@ def _protobuf_stream(stream: Any, path: str) -> Iterator[Batch]:
         if len(prefix) < 4 or len(chunk) < int.from_bytes(prefix, "big"):
             raise OTLPDecodeError(f"{path}: truncated length-prefixed protobuf stream (message {number})")
         where = f"{path} message {number}"
+        if chunk.startswith(_ZSTD_MAGIC):  # the file exporter's compression before native compression: per message
+            chunk = _zstd_reader(io.BytesIO(chunk), where).read()
+        if chunk.lstrip(b" \t\r\n").startswith(b"{"):  # a JSON document (format: json with compression)
+            yield _json_batch(otlp_json.load(chunk, where), where)
+            continue
         req = _parse_protobuf(chunk, "traces", f"{where}: ExportTraceServiceRequest")
         yield _spans_or_error(req, where), []  # type: ignore[arg-type]
 

@@ -331,6 +331,59 @@ def test_read_length_prefixed_protobuf_stream(tmp_path: Path, sdk_spans: list[An
     _check_round_trip(read_trace_file(path), sdk_spans)
 
 
+def _collector_zstd_files(tmp_path: Path, sdk_spans: list[Any]) -> dict[str, Path]:
+    """The Collector file exporter's ``compression: zstd`` (exporter/fileexporter, written as its source writes it,
+    with zstd frames from the zstandard library; no Collector build installs here):
+
+    - per message (the default): each encoded request zstd-compressed alone (``marshaller``'s compressor), then
+      written length-prefixed (``exportMessageAsBuffer``), JSON as well as protobuf;
+    - native compression (feature gate ``exporter.file.nativeCompression``): the file is zstd, JSON lines or
+      length-prefixed protobuf within; one frame per write when it rotates files, one stream otherwise.
+    """
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor()
+    requests = [encode_spans([s]) for s in sdk_spans]
+
+    def prefixed(chunks: list[bytes]) -> bytes:
+        return b"".join(len(c).to_bytes(4, "big") + c for c in chunks)
+
+    json_lines = [to_otlp_json(r).encode() + b"\n" for r in requests]
+    protobufs = [r.SerializeToString() for r in requests]
+    contents = {
+        "per_message.json": prefixed([compressor.compress(to_otlp_json(r).encode()) for r in requests]),
+        "per_message.pb": prefixed([compressor.compress(c) for c in protobufs]),
+        "native_stream.jsonl.zst": compressor.compress(b"".join(json_lines)),
+        "native_frames.jsonl.zst": b"".join(compressor.compress(line) for line in json_lines),
+        "native_frames.pb.zst": b"".join(compressor.compress(prefixed([c])) for c in protobufs),
+    }
+    files = {}
+    for name, data in contents.items():
+        files[name] = tmp_path / name
+        files[name].write_bytes(data)
+    return files
+
+
+@pytest.mark.parametrize("name", ["per_message.json", "per_message.pb", "native_stream.jsonl.zst",
+                                  "native_frames.jsonl.zst", "native_frames.pb.zst"])
+def test_read_the_collector_file_exporters_zstd_compression(name: str, tmp_path: Path, sdk_spans: list[Any]) -> None:
+    _check_round_trip(read_trace_file(_collector_zstd_files(tmp_path, sdk_spans)[name]), sdk_spans)
+
+
+@pytest.mark.parametrize(("damage", "match"), [("cut", "truncated zstd"), ("corrupt", "corrupt or truncated zstd")])
+def test_damaged_zstd_raises(damage: str, match: str, tmp_path: Path, sdk_spans: list[Any]) -> None:
+    """A cut frame gave nothing at all from zstandard's own reader, silently (a one-block frame)."""
+    data = bytearray(_collector_zstd_files(tmp_path, sdk_spans)["native_stream.jsonl.zst"].read_bytes())
+    if damage == "cut":
+        del data[-9:]
+    else:
+        data[8:16] = b"\xff" * 8
+    damaged = tmp_path / f"{damage}.jsonl.zst"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(OTLPDecodeError, match=f"{damage}.jsonl.zst.*{match}"):
+        read_trace_file(damaged)
+
+
 def test_empty_file_gives_no_spans(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text("\n")
