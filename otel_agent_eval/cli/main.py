@@ -49,7 +49,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     import functools
 
-    from ..formats.otlp import OTLPDecodeError  # protobuf files without the otlp extra: an OTLPDecodeError that says so
+    from ..formats.otlp import (  # protobuf without the otlp extra: an OTLPDecodeError that says so
+        STDIN,
+        OTLPDecodeError,
+    )
     from ..pipeline.build import evaluation
     from .evaluate import batch_collector, evaluate_files, evaluate_files_parallel, print_text, report_json
 
@@ -58,6 +61,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     judge = None
     try:
         gates = _gates(args)
+        if args.jobs > 1 and len(args.files) > 1 and STDIN in args.files:
+            raise ValueError("--jobs: standard input ('-') is read by this process only: use --jobs 1 with '-'")
         if args.jobs > 1 and len(args.files) > 1:
             build = functools.partial(evaluation, settings)
             report, _ = evaluate_files_parallel(args.files, args.jobs, build, gates, max_buffered_records=args.max_buffered_records)
@@ -206,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--sample-rate", type=float, default=None, help="share of agent traces evaluated (default: OTEL_AGENT_EVAL_SAMPLE_RATE or 1.0)")
     demo.set_defaults(func=_demo)
     evaluate = commands.add_parser("evaluate", help="assemble and evaluate exported OTLP traces (JSON, JSON lines, protobuf; gzip, zstd)")
-    evaluate.add_argument("files", nargs="+", help="OTLP trace files")
+    evaluate.add_argument("files", nargs="+", help="OTLP trace files; - reads standard input (a pipe too)")
     _output_and_gate_flags(evaluate)
     _evaluator_flags(evaluate)
     evaluate.add_argument("--jobs", type=int, default=1, metavar="N",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from os import PathLike
@@ -56,6 +57,8 @@ __all__ = [
 _KIND_NAMES = otlp_json._KINDS
 _STATUS_NAMES = otlp_json._STATUSES
 _REMOTE_BITS = otlp_json._REMOTE_BITS
+STDIN = "-"
+"""The path that names standard input."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _READ_BUFFER = 1 << 18
@@ -244,17 +247,19 @@ def iter_trace_file(path: str | PathLike[str]) -> Iterator[Batch]:
     JSON lines and length-prefixed streams
     are read incrementally, so memory is bounded by the largest line or message; a single
     document or message is bounded by its own size. The extension only breaks ties:
-    ``.pb``/``.bin``/``.binpb`` files are always read as protobuf.
+    ``.pb``/``.bin``/``.binpb`` files are always read as protobuf. ``-`` reads standard input
+    (a pipe too: nothing is read twice).
     """
-    p = Path(path)
+    stdin = str(path) == STDIN
+    p = Path("<stdin>") if stdin else Path(path)
     try:
-        raw = p.open("rb", buffering=_READ_BUFFER)
-    except OSError as exc:
+        raw = open(sys.stdin.fileno(), "rb", buffering=_READ_BUFFER, closefd=False) if stdin else p.open(  # noqa: SIM115
+            "rb", buffering=_READ_BUFFER)
+    except (OSError, ValueError, AttributeError) as exc:  # no standard input at all: closed, detached or None
         raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
     with raw:
         try:
-            magic = raw.read(4)
-            raw.seek(0)
+            magic = raw.peek(4)[:4]  # not read and seek: a pipe cannot seek
             if magic.startswith(_GZIP_MAGIC):
                 stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), _READ_BUFFER)  # type: ignore[arg-type]
             elif magic == _ZSTD_MAGIC:

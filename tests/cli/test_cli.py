@@ -44,6 +44,42 @@ def expectations(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("compression", ["none", "gzip", "zstd"])
+def test_evaluate_reads_standard_input_from_a_pipe(compression: str, tmp_path: Path) -> None:
+    """``zcat export.jsonl.gz | otel-agent-eval evaluate -``: a pipe cannot seek, where the reader used to seek
+    back after sniffing the format ("File or stream is not seekable"), and ``-`` was taken for a file name."""
+    import gzip
+
+    import zstandard
+
+    traces = tmp_path / "traces.jsonl"
+    export_demo_traces(traces, ["weather: good (parallel calls)", "research: loop"])
+    data = traces.read_bytes()
+    data = {"none": data, "gzip": gzip.compress(data), "zstd": zstandard.ZstdCompressor().compress(data)}[compression]
+    cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # a real pipe, not a file
+    assert cat.stdin is not None and cat.stdout is not None
+    cli = subprocess.Popen(CLI + ["evaluate", "-", "--format", "json"], stdin=cat.stdout, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    cat.stdout.close()  # the CLI's now
+    cat.stdin.write(data)
+    cat.stdin.close()
+    out, err = cli.communicate(timeout=120)
+    cat.wait(10)
+    assert cli.returncode == 0, err.decode()
+    report = json.loads(out)
+    assert report["traces_read"] == 2
+    assert sorted(r["trace"]["agent_name"] for r in report["agent_runs"]) == ["research-agent", "weather-agent"]
+
+
+def test_standard_input_with_jobs_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    traces = tmp_path / "traces.jsonl"
+    export_demo_traces(traces, ["research: loop"])
+    run = subprocess.run(CLI + ["evaluate", "-", str(traces), "--jobs", "2"], input="", capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 2
+    assert "--jobs: standard input ('-') is read by this process only" in run.stderr
+
+
 def test_evaluate_json_report_and_gate(tmp_path: Path, expectations: Path) -> None:
     traces = tmp_path / "traces.jsonl"
     export_demo_traces(traces, ["weather: good (parallel calls)", "weather: wrong tool", "research: loop"])
