@@ -293,13 +293,13 @@ def _zstd_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
-def _zstd_reader(fileobj: Any, where: str) -> _ZstdFrames:
+def _zstd_reader(fileobj: Any, where: str, read_size: int = _READ_BUFFER) -> _ZstdFrames:
     """A raw reader of the zstd data in ``fileobj``, through the standard library's decoder (Python 3.14+) or
-    ``zstandard``'s (the otlp extra)."""
+    ``zstandard``'s (the otlp extra); ``read_size`` bytes of it decompressed at a time."""
     try:
         from compression import zstd  # type: ignore[import-not-found]
 
-        return _ZstdFrames(fileobj, zstd.ZstdDecompressor, where)
+        return _ZstdFrames(fileobj, zstd.ZstdDecompressor, where, read_size)
     except ImportError:
         pass
     try:
@@ -307,7 +307,29 @@ def _zstd_reader(fileobj: Any, where: str) -> _ZstdFrames:
     except ImportError as exc:
         raise OTLPDecodeError(f"{where}: reading zstd-compressed OTLP needs the otlp extra "
                               f"(pip install 'otel-agent-eval[otlp]'): {exc}") from exc
-    return _ZstdFrames(fileobj, zstandard.ZstdDecompressor().decompressobj, where)
+    return _ZstdFrames(fileobj, zstandard.ZstdDecompressor().decompressobj, where, read_size)
+
+
+ZSTD_BLOCK = 128 * 1024
+"""The most a zstd block decompresses to; a block takes at least 4 bytes (an RLE block), so ``n`` compressed bytes
+decompress to at most ``n // 4 * ZSTD_BLOCK`` (what bounds ``decompress_zstd``'s memory)."""
+
+
+def decompress_zstd(data: bytes, limit: int, where: str) -> bytes:
+    """``data`` decompressed, every frame; at most ``limit + 1`` bytes of output are kept (a zstd bomb is cut, not
+    inflated: callers refuse more than ``limit``), fed 1 KiB at a time so one step makes at most 32 MiB."""
+    frames = _zstd_reader(io.BytesIO(data), where, read_size=1024)
+    out = bytearray()
+    step = memoryview(bytearray(8 * ZSTD_BLOCK))
+    try:
+        while len(out) <= limit:
+            n = frames.readinto(step)
+            if not n:
+                break
+            out += step[:n]
+    except _zstd_errors() as exc:
+        raise OTLPDecodeError(f"{where}: invalid zstd data: {exc}") from exc
+    return bytes(out[:limit + 1])
 
 
 class _ZstdFrames(io.RawIOBase):
@@ -315,10 +337,11 @@ class _ZstdFrames(io.RawIOBase):
     frame per write when it rotates files, one stream otherwise). Data that ends inside a frame is an error:
     zstandard's own stream reader returns what it has decoded, silently (nothing, for a one-block frame cut short)."""
 
-    def __init__(self, source: Any, new_frame: Callable[[], Any], where: str) -> None:
+    def __init__(self, source: Any, new_frame: Callable[[], Any], where: str, read_size: int) -> None:
         self._source = source
         self._new_frame = new_frame
         self._where = where
+        self._read_size = read_size
         self._frame: Any = None
         self._out = memoryview(b"")
 
@@ -327,7 +350,7 @@ class _ZstdFrames(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self._out:
-            data = self._source.read(_READ_BUFFER)
+            data = self._source.read(self._read_size)
             if not data:
                 if self._frame is not None and not self._frame.eof:
                     raise OTLPDecodeError(f"{self._where}: truncated zstd data (it ends inside a frame)")

@@ -6,7 +6,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats.otlp import OTLPDecodeError
+from ..formats.otlp import OTLPDecodeError, decompress_zstd
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,17 @@ class Unsupported(Exception):
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """``Content-Encoding`` gzip or deflate, stopping at ``limit`` bytes of output (a zip bomb is refused, not inflated)."""
+    """``Content-Encoding`` gzip, deflate or zstd, stopping at ``limit`` bytes of output (a zip bomb is refused, not
+    inflated)."""
     if encoding in ("", "identity"):
         return body
+    if encoding == "zstd":  # the Collector's otlphttp exporter offers it (compression: zstd)
+        out = decompress_zstd(body, limit, "zstd body")
+        if len(out) > limit:
+            raise TooLarge("request body too large after decompression")
+        return out
     if encoding not in ("gzip", "deflate"):
-        raise Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
+        raise Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate, zstd or none")
     decompressor = zlib.decompressobj((16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
     try:
         out = decompressor.decompress(body, limit + 1)

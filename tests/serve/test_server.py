@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+import zstandard
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
@@ -239,6 +240,10 @@ def test_json_gzip_errors_and_health(tmp_path: Path, servers: list) -> None:
     assert _post(url, b"x", "application/json", "br")[0] == 415
     assert _post(f"{server.http_endpoint}/v2/traces", b"{}", "application/json")[0] == 404
     assert _post(url, b"not gzip", "application/json", "gzip")[0] == 400
+    # The Collector's otlphttp exporter offers compression: zstd.
+    zstd_doc = json.loads(json.dumps(doc).replace("json-agent", "zstd-agent").replace("0af76519", "1af76519"))
+    assert _post(url, zstandard.ZstdCompressor().compress(json.dumps(zstd_doc).encode()), "application/json", "zstd")[0] == 200
+    wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="zstd-agent") == 1, 10, "zstd trace assembled")
 
     assert server.get("/healthz")[0] == 200
     status, _, body = server.get("/readyz")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import time
+import tracemalloc
 from collections.abc import Iterator
 
 import pytest
@@ -264,20 +265,41 @@ def test_grpc_messages_over_the_limit_are_counted_as_too_large() -> None:
         server.stop(drain_seconds=1)
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])
 def test_a_compressed_body_cut_short_is_invalid_not_partly_read(encoding: str) -> None:
-    """zlib hands back what it has of a stream cut short, without an error: a body cut at a message boundary
-    would have been taken as a smaller request (spans lost, 200 to the client)."""
+    """zlib (and zstandard's stream reader) hand back what they have of a stream cut short, without an error: a
+    body cut at a message boundary would have been taken as a smaller request (spans lost, 200 to the client)."""
     import gzip
     import zlib
+
+    import zstandard
 
     from otel_agent_eval.formats.otlp_json import OTLPDecodeError
     from otel_agent_eval.serve.outcome import TooLarge, decompress
 
     raw = b"0123456789" * 1000
-    whole = zlib.compress(raw) if encoding == "deflate" else gzip.compress(raw)
+    whole = {"deflate": zlib.compress, "gzip": gzip.compress, "zstd": zstandard.ZstdCompressor().compress}[encoding](raw)
     assert decompress(whole, encoding, LIMIT) == raw
     with pytest.raises(OTLPDecodeError, match="truncated"):
         decompress(whole[:-12], encoding, LIMIT)
     with pytest.raises(TooLarge):
         decompress(whole, encoding, len(raw) - 1)
+
+
+def test_a_zstd_bomb_is_refused_without_being_inflated() -> None:
+    """1 GiB of zeros in a 32 KiB zstd body: refused at the limit (decompressed 1 KiB of input at a time,
+    each step at most 32 MiB), never held whole."""
+    import zstandard
+
+    from otel_agent_eval.serve.outcome import TooLarge, decompress
+
+    compressor, zeros = zstandard.ZstdCompressor().compressobj(), bytes(1 << 20)
+    bomb = b"".join(compressor.compress(zeros) for _ in range(1024)) + compressor.flush()  # never 1 GiB held here
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge):
+            decompress(bomb, "zstd", LIMIT)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * 2**20, f"{peak / 2**20:.0f} MiB held while refusing it"
