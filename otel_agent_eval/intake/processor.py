@@ -257,12 +257,16 @@ def install(
     ``OTEL_LOGS_EXPORTER``) gets none, and result records go through it to wherever it
     leads. Returns the processor.
     """
+    chain = getattr(tracer_provider, "_active_span_processor", None)
+    if any(isinstance(p, AgentEvalProcessor) and not p._shutdown for p in getattr(chain, "_span_processors", ())):
+        _logger.warning("otel-agent-eval: this provider already has an AgentEvalProcessor: each trace will be evaluated "
+                        "by both (a notebook cell run twice?); shut the first down (processor.shutdown()) to replace it")
     processor = AgentEvalProcessor(
         evaluators, settings=settings, env=env, expectations=expectations, tracer_provider=tracer_provider,
         logger_provider=logger_provider, registry=registry, judge_tracer_provider=judge_tracer_provider, **overrides,
     )
     tracer_provider.add_span_processor(processor)
-    _first_in_chain(getattr(tracer_provider, "_active_span_processor", None), "_span_processors", processor)
+    _first_in_chain(chain, "_span_processors", processor)
     if hasattr(logger_provider, "add_log_record_processor"):
         log_processor = processor.log_processor
         logger_provider.add_log_record_processor(log_processor)

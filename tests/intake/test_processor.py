@@ -356,3 +356,22 @@ def test_the_metrics_server_serves_the_registry() -> None:
         assert "agent_eval_traces_evaluated_total{" in text and "agent_eval_score_bucket{" in text
     finally:
         setup.processor.shutdown()
+
+
+def test_installing_twice_on_one_provider_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """A notebook cell run twice: two processors evaluate every trace; the second install says so (the first,
+    once shut down, is no longer counted)."""
+    from otel_agent_eval import install
+
+    provider = TracerProvider()
+    first = install(provider, registry=CollectorRegistry(), env={})
+    with caplog.at_level("WARNING", logger="otel_agent_eval"):
+        second = install(provider, registry=CollectorRegistry(), env={})
+    assert [r.getMessage() for r in caplog.records if "already has an AgentEvalProcessor" in r.getMessage()]
+    first.shutdown()
+    second.shutdown()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="otel_agent_eval"):
+        third = install(provider, registry=CollectorRegistry(), env={})
+    assert not [r for r in caplog.records if "already has an AgentEvalProcessor" in r.getMessage()]
+    third.shutdown()
