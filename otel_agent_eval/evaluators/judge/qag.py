@@ -81,14 +81,18 @@ def answer_schema(questions: list[Question]) -> dict[str, Any]:
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_THINKING = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+"""A reasoning model's thoughts before its answer (DeepSeek-R1, Qwen3 and their kind, served by an OpenAI-compatible
+endpoint that does not split them into ``reasoning_content``): often with a draft of the JSON in them."""
 
 
 def extract_json(content: str) -> Any:
-    """The one JSON object in ``content``: bare, in a code fence, or surrounded by prose.
+    """The one JSON object in ``content``: bare, in a code fence, or surrounded by prose; a leading
+    ``<think>...</think>`` block is not part of the answer.
 
     Strict: two objects, or none, is malformed.
     """
-    text = content.strip()
+    text = _THINKING.sub("", content, count=1).strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()

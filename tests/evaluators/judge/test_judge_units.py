@@ -116,6 +116,8 @@ def test_schema_is_strict_and_lists_every_question() -> None:
     '```json\n{"done": {"answer": "Yes."}, "failed": "no"}\n```',
     'Here you go: {"done": true, "failed": {"answer": "NO"}} Hope it helps.',
     '{"answers": [{"id": "done", "answer": "yes"}, {"id": "failed", "answer": "no"}]}',
+    # A reasoning model's thoughts, a draft of the answer in them (two objects, malformed, before they were set aside).
+    '<think>Draft: {"done": "no", "failed": "no"}. No: it did finish.</think>\n{"done": "yes", "failed": "no"}',
 ])
 def test_strict_parser_accepts_unambiguous_shapes(content: str) -> None:
     answers = qag.parse_answers(content, QS)
@@ -126,6 +128,7 @@ def test_strict_parser_accepts_unambiguous_shapes(content: str) -> None:
 @pytest.mark.parametrize(("content", "reason"), [
     ("I think the agent did fine.", "malformed_response"),
     ('{"done": "yes"} {"failed": "no"}', "malformed_response"),
+    ('{"done": "yes", "failed": "no"} <think>{"done": "no"}</think>', "malformed_response"),  # thoughts lead or are answer
     ("[1, 2]", "malformed_response"),
     ('{"done": {"answer": "maybe"}, "failed": {"answer": "no"}}', "ambiguous_answer"),
     ('{"done": {"answer": "yes, mostly"}, "failed": "no"}', "ambiguous_answer"),
