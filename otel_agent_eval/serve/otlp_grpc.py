@@ -132,7 +132,10 @@ def grpc_server(app: EvalServer, host: str, port: int) -> tuple[Any, int]:
     refusals.server = server
     address = f"{'[::]' if host in ('::', '') else host}:{port}"
     tls = app.options.tls
-    bound = server.add_secure_port(address, grpc_server_credentials(tls)) if tls else server.add_insecure_port(address)
+    try:
+        bound = server.add_secure_port(address, grpc_server_credentials(tls)) if tls else server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpcio raises it for a port it cannot bind (older releases returned 0)
+        raise OSError("grpcio could not bind it (address in use?)") from exc
     if bound == 0:
-        raise OSError(f"cannot bind OTLP/gRPC to {host}:{port}")
+        raise OSError("grpcio could not bind it (address in use?)")
     return server, bound

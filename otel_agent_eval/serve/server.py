@@ -38,6 +38,7 @@ first; a log for a trace already completed counts as a late span.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -47,7 +48,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,17 +181,20 @@ class EvalServer:
         o = self.options
         self.pipeline.start()
         if o.admin_port is not None:
-            self._admin = UvicornThread(admin_app(self), o.host, o.admin_port, tls=o.tls, client_cert=False,
-                                        max_connections=8, idle_seconds=o.http_idle_seconds, name="admin")
+            with _naming("--admin-port", o.host, o.admin_port):
+                self._admin = UvicornThread(admin_app(self), o.host, o.admin_port, tls=o.tls, client_cert=False,
+                                            max_connections=8, idle_seconds=o.http_idle_seconds, name="admin")
             self.ports["admin"] = self._admin.port
         if o.http_port is not None:
-            self._http = UvicornThread(otlp_app(self), o.host, o.http_port, tls=o.tls, client_cert=True,
-                                       max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds, name="otlp-http",
-                                       refused=lambda signal, outcome: self.count("http", signal, outcome),
-                                       retry_after=o.retry_after_seconds)
+            with _naming("--http-port", o.host, o.http_port):
+                self._http = UvicornThread(otlp_app(self), o.host, o.http_port, tls=o.tls, client_cert=True,
+                                           max_connections=o.max_http_connections, idle_seconds=o.http_idle_seconds,
+                                           name="otlp-http", refused=lambda signal, outcome: self.count("http", signal, outcome),
+                                           retry_after=o.retry_after_seconds)
             self.ports["http"] = self._http.port
         if o.grpc_port is not None:
-            self._grpc, self.ports["grpc"] = grpc_server(self, o.host, o.grpc_port)
+            with _naming("--grpc-port", o.host, o.grpc_port):
+                self._grpc, self.ports["grpc"] = grpc_server(self, o.host, o.grpc_port)
             self._grpc.start()
         for server in (self._admin, self._http):
             if server is not None:
@@ -416,6 +420,15 @@ def server_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
+
+
+@contextlib.contextmanager
+def _naming(flag: str, host: str, port: int) -> Iterator[None]:
+    """A port that cannot be bound, said with the flag that asked for it (serve binds three)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(f"{flag} {port}: cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -> int:

@@ -416,3 +416,28 @@ def test_start_and_stop_are_logged_once_without_uvicorns_lines(tmp_path: Path, s
         assert uvicorn_line not in log, log
     assert log.count("signal received: draining") == 1, log
     assert [line["event"] for line in server._lines()] == ["listening", "stopped"]
+
+
+@pytest.mark.parametrize("flag", ["--http-port", "--grpc-port", "--admin-port"])
+def test_a_port_in_use_is_refused_naming_its_flag(flag: str, tmp_path: Path) -> None:
+    """serve binds three ports: the error says which (a taken gRPC port was grpcio's RuntimeError traceback)."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.serve.server_process import clean_env
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    try:
+        port = held.getsockname()[1]
+        ports = {"--http-port": "0", "--grpc-port": "0", "--admin-port": "0", flag: str(port)}
+        run = subprocess.run([sys.executable, "-m", "otel_agent_eval", "serve", "--host", "127.0.0.1",
+                              *[a for pair in ports.items() for a in pair]],
+                             capture_output=True, text=True, env=clean_env(), cwd=tmp_path, timeout=60, check=False)
+    finally:
+        held.close()
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert f"otel-agent-eval serve: {flag} {port}: cannot listen on 127.0.0.1:{port}" in run.stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
