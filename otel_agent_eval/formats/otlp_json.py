@@ -110,7 +110,9 @@ def _id(value: Any, size: int, where: str) -> int | None:
     try:
         raw = bytes.fromhex(value)
     except (TypeError, ValueError):
-        raise OTLPDecodeError(f"{where}: {value!r} is not a hex string") from None
+        hint = (" (base64, as protobuf's MessageToJson writes ids; OTLP/JSON ids are hex)"
+                if isinstance(value, str) and len(value) == 4 * -(-size // 3) else "")
+        raise OTLPDecodeError(f"{where}: {value!r} is not a hex string{hint}") from None
     if len(raw) != size:
         raise OTLPDecodeError(f"{where} has {len(raw)} bytes, expected {size}")
     return int.from_bytes(raw, "big") or None

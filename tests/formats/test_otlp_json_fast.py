@@ -94,7 +94,9 @@ def test_snake_case_parent_is_read() -> None:
     [
         ({"parentSpanId": "0b0b 0b0b 0b0b0b"}, r"spans\[0\].parentSpanId has 7 bytes"),  # 16 characters
         ({"parentSpanId": "0b"}, r"parentSpanId has 1 bytes, expected 8"),
-        ({"parentSpanId": "zz00000000000000"}, r"parentSpanId: 'zz00000000000000' is not a hex string"),
+        ({"parentSpanId": "zz00000000000000"}, r"parentSpanId: 'zz00000000000000' is not a hex string$"),
+        ({"traceId": "AAECAwQFBgcICQoLDA0ODw=="}, r"traceId: .* is not a hex string \(base64, as protobuf's MessageToJson"),
+        ({"spanId": "AAECAwQFBgc="}, r"spanId: .* is not a hex string \(base64"),
         ({"spanId": "0b0b 0b0b 0b0b0b"}, r"spanId has 7 bytes"),
         ({"endTimeUnixNano": "later"}, r"endTimeUnixNano: 'later' is not an integer"),
         ({"startTimeUnixNano": 1.5}, r"startTimeUnixNano: 1.5 is not an integer"),
