@@ -151,6 +151,8 @@ def run_demo(
     tracer = provider.get_tracer("demo-app")
     if processor.metrics_port is not None:
         print(f"Serving Prometheus metrics on http://127.0.0.1:{processor.metrics_port}/metrics", file=out)
+    elif metrics_port is not None:
+        print(f"No /metrics: port {metrics_port} is taken (--metrics-port 0 picks a free one)", file=out)
     print(judge_status(), file=out)
     print(f"Running {traces} agent traces at ~{rate:g}/s ...", file=out, flush=True)
     weights = [s.weight for s in SCENARIOS]

@@ -237,3 +237,23 @@ def test_evaluate_json_needs_no_protobuf_and_protobuf_files_say_what_is_missing(
                          timeout=120, check=False)
     assert run.returncode == 2
     assert "needs the otlp extra" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_demo_runs_when_its_metrics_port_is_taken() -> None:
+    """The README's first command on a machine where 9464 is in use (another exporter): it used to die with
+    OSError at startup; it runs and says how to get /metrics."""
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    try:
+        port = held.getsockname()[1]
+        run = subprocess.run(CLI + ["demo", "--traces", "5", "--rate", "0", "--metrics-port", str(port)],
+                             capture_output=True, text=True, timeout=120, check=False,
+                             env={**os.environ, "OTEL_AGENT_EVAL_PROMETHEUS_HOST": "127.0.0.1"})
+    finally:
+        held.close()
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"No /metrics: port {port} is taken (--metrics-port 0 picks a free one)" in run.stdout
+    assert "5 agent runs assembled, 5 evaluated" in run.stdout
