@@ -441,3 +441,27 @@ def test_a_port_in_use_is_refused_naming_its_flag(flag: str, tmp_path: Path) -> 
     assert run.returncode == 2, run.stderr[-2000:]
     assert f"otel-agent-eval serve: {flag} {port}: cannot listen on 127.0.0.1:{port}" in run.stderr, run.stderr[-2000:]
     assert "Traceback" not in run.stderr
+
+
+def test_results_sent_back_to_serve_are_not_evaluated_again(tmp_path: Path, receiver: Receiver, servers: list) -> None:
+    """The loop topology: serve exports its results to a Collector that routes every trace to serve again.
+    The evaluation spans and the result records come back, are counted as serve's own and set aside; nothing
+    more is evaluated, even once the drain has completed every buffered trace."""
+    server = ServerProcess(tmp_path, receiver=receiver)
+    servers.append(server)
+    exporter = HttpSpanExporter(endpoint=f"{server.http_endpoint}/v1/traces", timeout=5)
+    trace_ids = run_scenarios(exporter, SCENARIOS)
+    wait_for(lambda: len(receiver.evaluation_spans()) == len(trace_ids) and len(receiver.results()) == 4 * len(trace_ids),
+             20, "results")
+    received = server.metrics().sum("agent_eval_spans_received_total")
+    for path, _, body in list(receiver.requests):
+        status, _, _ = _post(f"{server.http_endpoint}{path}", body, "application/x-protobuf")
+        assert status == 200, path
+    metrics = server.metrics()  # answered: the requests were taken in whole
+    assert metrics.sum("agent_eval_server_own_spans_total") == len(trace_ids)
+    assert metrics.sum("agent_eval_server_log_records_total", outcome="own") == 4 * len(trace_ids)
+    assert metrics.sum("agent_eval_spans_received_total") == received, "set aside before the intake"
+    stopped = server.stop()
+    assert stopped["traces_evaluated"] == len(trace_ids), stopped
+    assert len(receiver.evaluation_spans()) == len(trace_ids)
+    assert len(receiver.results()) == 4 * len(trace_ids)
