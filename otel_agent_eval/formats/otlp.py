@@ -13,7 +13,7 @@ import gzip
 import io
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from ..records import (
 )
 from . import otlp_json
 from .otlp_json import OTLPDecodeError
+from .zstd import ZSTD_MAGIC, zstd_errors, zstd_reader
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -60,7 +61,6 @@ _REMOTE_BITS = otlp_json._REMOTE_BITS
 STDIN = "-"
 """The path that names standard input."""
 _GZIP_MAGIC = b"\x1f\x8b"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _READ_BUFFER = 1 << 18
 """Bytes read from a file at a time (256 KiB, held while reading): a JSON line (a whole export
 request, often several KiB) then comes out of one buffer with one search and one copy, where the
@@ -262,113 +262,17 @@ def iter_trace_file(path: str | PathLike[str]) -> Iterator[Batch]:
             magic = raw.peek(4)[:4]  # not read and seek: a pipe cannot seek
             if magic.startswith(_GZIP_MAGIC):
                 stream = io.BufferedReader(gzip.GzipFile(fileobj=raw), _READ_BUFFER)  # type: ignore[arg-type]
-            elif magic == _ZSTD_MAGIC:
-                stream = io.BufferedReader(_zstd_reader(raw, str(p)), _READ_BUFFER)
+            elif magic == ZSTD_MAGIC:
+                stream = io.BufferedReader(zstd_reader(raw, str(p)), _READ_BUFFER)
             else:
                 stream = raw
             yield from _iter_stream(stream, p)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise OTLPDecodeError(f"{p}: corrupt or truncated gzip data: {exc}") from exc
-        except _zstd_errors() as exc:
+        except zstd_errors() as exc:
             raise OTLPDecodeError(f"{p}: corrupt or truncated zstd data: {exc}") from exc
         except OSError as exc:
             raise OTLPDecodeError(f"{p}: cannot read: {exc}") from exc
-
-
-def _zstd_errors() -> tuple[type[Exception], ...]:
-    """The zstd decoders' error classes that are installed (none: nothing to catch)."""
-    errors = []
-    try:
-        from compression import zstd  # type: ignore[import-not-found]
-
-        errors.append(zstd.ZstdError)
-    except ImportError:
-        pass
-    try:
-        import zstandard
-
-        errors.append(zstandard.ZstdError)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
-def _zstd_reader(fileobj: Any, where: str, read_size: int = _READ_BUFFER) -> _ZstdFrames:
-    """A raw reader of the zstd data in ``fileobj``, through the standard library's decoder (Python 3.14+) or
-    ``zstandard``'s (the otlp extra); ``read_size`` bytes of it decompressed at a time."""
-    try:
-        from compression import zstd  # type: ignore[import-not-found]
-
-        return _ZstdFrames(fileobj, zstd.ZstdDecompressor, where, read_size)
-    except ImportError:
-        pass
-    try:
-        import zstandard
-    except ImportError as exc:
-        raise OTLPDecodeError(f"{where}: reading zstd-compressed OTLP needs the otlp extra "
-                              f"(pip install 'otel-agent-eval[otlp]'): {exc}") from exc
-    return _ZstdFrames(fileobj, zstandard.ZstdDecompressor().decompressobj, where, read_size)
-
-
-ZSTD_BLOCK = 128 * 1024
-"""The most a zstd block decompresses to; a block takes at least 4 bytes (an RLE block), so ``n`` compressed bytes
-decompress to at most ``n // 4 * ZSTD_BLOCK`` (what bounds ``decompress_zstd``'s memory)."""
-
-
-def decompress_zstd(data: bytes, limit: int, where: str) -> bytes:
-    """``data`` decompressed, every frame; at most ``limit + 1`` bytes of output are kept (a zstd bomb is cut, not
-    inflated: callers refuse more than ``limit``), fed 1 KiB at a time so one step makes at most 32 MiB."""
-    frames = _zstd_reader(io.BytesIO(data), where, read_size=1024)
-    out = bytearray()
-    step = memoryview(bytearray(8 * ZSTD_BLOCK))
-    try:
-        while len(out) <= limit:
-            n = frames.readinto(step)
-            if not n:
-                break
-            out += step[:n]
-    except _zstd_errors() as exc:
-        raise OTLPDecodeError(f"{where}: invalid zstd data: {exc}") from exc
-    return bytes(out[:limit + 1])
-
-
-class _ZstdFrames(io.RawIOBase):
-    """Every zstd frame of ``source``, decompressed one after the other (the Collector's file exporter writes one
-    frame per write when it rotates files, one stream otherwise). Data that ends inside a frame is an error:
-    zstandard's own stream reader returns what it has decoded, silently (nothing, for a one-block frame cut short)."""
-
-    def __init__(self, source: Any, new_frame: Callable[[], Any], where: str, read_size: int) -> None:
-        self._source = source
-        self._new_frame = new_frame
-        self._where = where
-        self._read_size = read_size
-        self._frame: Any = None
-        self._out = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._out:
-            data = self._source.read(self._read_size)
-            if not data:
-                if self._frame is not None and not self._frame.eof:
-                    raise OTLPDecodeError(f"{self._where}: truncated zstd data (it ends inside a frame)")
-                return 0
-            self._out = memoryview(self._decompress(data))
-        n = min(len(buffer), len(self._out))
-        buffer[:n] = self._out[:n]
-        self._out = self._out[n:]
-        return n
-
-    def _decompress(self, data: bytes) -> bytes:
-        out = []
-        while data:
-            if self._frame is None or self._frame.eof:
-                self._frame = self._new_frame()
-            out.append(self._frame.decompress(data))
-            data = self._frame.unused_data if self._frame.eof else b""
-        return b"".join(out)
 
 
 def _iter_stream(stream: Any, p: Path) -> Iterator[Batch]:
@@ -442,8 +346,8 @@ def _protobuf_stream(stream: Any, path: str) -> Iterator[Batch]:
         if len(prefix) < 4 or len(chunk) < int.from_bytes(prefix, "big"):
             raise OTLPDecodeError(f"{path}: truncated length-prefixed protobuf stream (message {number})")
         where = f"{path} message {number}"
-        if chunk.startswith(_ZSTD_MAGIC):  # the file exporter's compression before native compression: per message
-            chunk = _zstd_reader(io.BytesIO(chunk), where).read()
+        if chunk.startswith(ZSTD_MAGIC):  # the file exporter's compression before native compression: per message
+            chunk = zstd_reader(io.BytesIO(chunk), where).read()
         if chunk.lstrip(b" \t\r\n").startswith(b"{"):  # a JSON document (format: json with compression)
             yield _json_batch(otlp_json.load(chunk, where), where)
             continue

@@ -6,7 +6,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats.otlp import OTLPDecodeError, decompress_zstd
+from ..formats.otlp import OTLPDecodeError
+from ..formats.zstd import decompress_zstd
 
 
 @dataclass(frozen=True)
