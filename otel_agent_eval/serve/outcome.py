@@ -53,13 +53,24 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
         return out
     if encoding not in ("gzip", "deflate"):
         raise Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate, zstd or none")
-    decompressor = zlib.decompressobj((16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
-    try:
-        out = decompressor.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise OTLPDecodeError(f"invalid {encoding} body: {exc}") from exc
-    if len(out) > limit:
-        raise TooLarge("request body too large after decompression")
-    if not decompressor.eof:  # zlib returns what it has of a stream cut short, without an error
-        raise OTLPDecodeError(f"invalid {encoding} body: truncated (the compressed stream does not end)")
-    return out
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while True:  # gzip: every member, as gzip -d and Go's reader (the Collector's) read them; deflate: one stream
+        decompressor = zlib.decompressobj((16 if encoding == "gzip" else 0) + zlib.MAX_WBITS)
+        try:
+            part = decompressor.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            raise OTLPDecodeError(f"invalid {encoding} body: {exc}") from exc
+        size += len(part)
+        parts.append(part)
+        if size > limit:
+            raise TooLarge("request body too large after decompression")
+        if not decompressor.eof:  # zlib returns what it has of a stream cut short, without an error
+            raise OTLPDecodeError(f"invalid {encoding} body: truncated (the compressed stream does not end)")
+        rest = decompressor.unused_data
+        if encoding == "gzip":
+            rest = rest.lstrip(b"\0")  # zero padding after the last member, as gzip -d accepts
+        if not rest:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        if encoding == "deflate":  # never dropped unread: those bytes were sent as part of the request
+            raise OTLPDecodeError(f"invalid deflate body: {len(rest)} bytes after the end of the compressed stream")

@@ -286,6 +286,30 @@ def test_a_compressed_body_cut_short_is_invalid_not_partly_read(encoding: str) -
         decompress(whole, encoding, len(raw) - 1)
 
 
+def test_every_gzip_member_is_read_and_nothing_after_a_stream_is_dropped() -> None:
+    """A gzip body of several members (concatenated gzip files, as ``gzip -d`` and the Collector's Go reader
+    read them) was read to the end of its first member, the rest dropped with a 200; bytes after a deflate
+    stream were dropped the same way. Now every member counts toward the limit, and extra bytes are an error."""
+    import gzip
+    import zlib
+
+    from otel_agent_eval.formats.otlp_json import OTLPDecodeError
+    from otel_agent_eval.serve.outcome import TooLarge, decompress
+
+    first, second = b"a" * 5000, b"b" * 7000
+    members = gzip.compress(first) + gzip.compress(second)
+    assert decompress(members, "gzip", LIMIT) == first + second
+    assert decompress(members + bytes(10), "gzip", LIMIT) == first + second  # zero padding, as gzip -d takes it
+    with pytest.raises(TooLarge):
+        decompress(members, "gzip", len(first) + len(second) - 1)
+    with pytest.raises(OTLPDecodeError, match="truncated"):
+        decompress(members[:-12], "gzip", LIMIT)
+    with pytest.raises(OTLPDecodeError, match="invalid gzip body"):
+        decompress(gzip.compress(first) + b"not gzip", "gzip", LIMIT)
+    with pytest.raises(OTLPDecodeError, match="8 bytes after the end"):
+        decompress(zlib.compress(first) + b"trailing", "deflate", LIMIT)
+
+
 def test_a_zstd_bomb_is_refused_without_being_inflated() -> None:
     """1 GiB of zeros in a 32 KiB zstd body: refused at the limit (decompressed 1 KiB of input at a time,
     each step at most 32 MiB), never held whole."""
