@@ -41,18 +41,24 @@ class Unsupported(Exception):
     pass
 
 
+_ALIASES = {"x-gzip": "gzip", "zlib": "deflate"}
+"""RFC 9110's alias for gzip; the Collector's ``compression: zlib`` sends ``Content-Encoding: zlib`` (a zlib stream,
+HTTP's ``deflate``)."""
+
+
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     """``Content-Encoding`` gzip, deflate or zstd, stopping at ``limit`` bytes of output (a zip bomb is refused, not
     inflated)."""
     if encoding in ("", "identity"):
         return body
+    encoding = _ALIASES.get(encoding, encoding)
     if encoding == "zstd":  # the Collector's otlphttp exporter offers it (compression: zstd)
         out = decompress_zstd(body, limit, "zstd body")
         if len(out) > limit:
             raise TooLarge("request body too large after decompression")
         return out
     if encoding not in ("gzip", "deflate"):
-        raise Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate, zstd or none")
+        raise Unsupported(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate (zlib), zstd or none")
     parts: list[bytes] = []
     size, rest = 0, body
     while True:  # gzip: every member, as gzip -d and Go's reader (the Collector's) read them; deflate: one stream

@@ -9,6 +9,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from email.message import Message
@@ -244,6 +245,10 @@ def test_json_gzip_errors_and_health(tmp_path: Path, servers: list) -> None:
     zstd_doc = json.loads(json.dumps(doc).replace("json-agent", "zstd-agent").replace("0af76519", "1af76519"))
     assert _post(url, zstandard.ZstdCompressor().compress(json.dumps(zstd_doc).encode()), "application/json", "zstd")[0] == 200
     wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="zstd-agent") == 1, 10, "zstd trace assembled")
+    # ... and compression: zlib, sent as Content-Encoding: zlib (was a 415, which the exporter does not retry).
+    zlib_doc = json.loads(json.dumps(doc).replace("json-agent", "zlib-agent").replace("0af76519", "2af76519"))
+    assert _post(url, zlib.compress(json.dumps(zlib_doc).encode()), "application/json", "zlib")[0] == 200
+    wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="zlib-agent") == 1, 10, "zlib trace assembled")
 
     assert server.get("/healthz")[0] == 200
     status, _, body = server.get("/readyz")
