@@ -28,6 +28,7 @@ from ..config import Settings, SettingsOverrides
 from ..evaluators import Evaluator, ToolExpectation
 from ..pipeline.build import build_pipeline
 from ..pipeline.core import at_fork_in_child
+from ..sinks.prometheus_multiprocess import multiprocess_mode, multiprocess_registry
 from .logs import AgentEvalLogProcessor
 
 if TYPE_CHECKING:
@@ -86,9 +87,10 @@ class AgentEvalProcessor(SpanProcessor):
                             f"OTEL_AGENT_EVAL_EVALUATORS or settings=Settings.load(evaluators=...)")
         self.settings = _settings(settings, env, overrides)
         s = self.settings
+        multiprocess = multiprocess_mode()
         self._built = build_pipeline(s, evaluators=evaluators, expectations=expectations, registry=registry,
                                      tracer_provider=tracer_provider, logger_provider=logger_provider,
-                                     judge_tracer_provider=judge_tracer_provider, env=env)
+                                     judge_tracer_provider=judge_tracer_provider, env=env, multiprocess=multiprocess)
         self.registry = self._built.registry
         self.pipeline = self._built.pipeline
         self.stats = self.pipeline.stats
@@ -96,7 +98,8 @@ class AgentEvalProcessor(SpanProcessor):
         self.metrics_port: int | None = None
         self._metrics_server: Any = None
         if s.prometheus_port is not None:
-            self._metrics_server = _metrics_server(s.prometheus_host, s.prometheus_port, self.registry)
+            self._metrics_server = _metrics_server(s.prometheus_host, s.prometheus_port,
+                                                   multiprocess_registry() if multiprocess else self.registry, multiprocess)
             self.metrics_port = self._metrics_server.server_port if self._metrics_server is not None else None
         if _results_go_nowhere(s, tracer_provider, logger_provider, registry):
             _logger.warning(
@@ -162,13 +165,20 @@ class AgentEvalProcessor(SpanProcessor):
         self._metrics_server = None
 
 
-def _metrics_server(host: str, port: int, registry: CollectorRegistry) -> Any:
+def _metrics_server(host: str, port: int, registry: CollectorRegistry, multiprocess: bool = False) -> Any:
     """prometheus-client's ``/metrics`` server, or None when the port cannot be bound: in the app's process a
     taken port (the other workers of a gunicorn or uvicorn app given the same port, a second instance on the
-    host) must not stop the app from starting; it is said once, at ERROR, naming the setting."""
+    host) must not stop the app from starting; it is said once, at ERROR, naming the setting. In multiprocess
+    mode (``registry`` reads every process's files) one process serving the port is the setup, said at WARNING."""
     try:
         server, _ = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
+        if multiprocess:
+            _logger.warning(
+                "otel-agent-eval: cannot serve /metrics on %s:%d (prometheus_port, OTEL_AGENT_EVAL_PROMETHEUS_PORT): %s. "
+                "This process's metrics go to PROMETHEUS_MULTIPROC_DIR, where the process serving that port (another "
+                "worker) or your own multiprocess /metrics reads them.", host, port, exc)
+            return None
         _logger.error(
             "otel-agent-eval: cannot serve /metrics on %s:%d (prometheus_port, OTEL_AGENT_EVAL_PROMETHEUS_PORT): %s. "
             "This process serves no metrics; evaluation and its spans and log records go on. With several worker "

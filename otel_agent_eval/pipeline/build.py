@@ -14,7 +14,7 @@ rebuilds the rest (``Pipeline._after_fork_in_child``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +127,7 @@ def build_pipeline(
     judge_tracer_provider: Any = None,
     env: Mapping[str, str] | None = None,
     result_sink: Sink | None = None,
+    multiprocess: bool = False,
 ) -> Built:
     """A pipeline (not started) from settings: evaluators, counters, run labels, the Prometheus sink and,
     when results can go out as telemetry, the OpenTelemetry sink.
@@ -134,6 +135,8 @@ def build_pipeline(
     ``global_providers``: a provider left None means the global one (the in-process processor);
     otherwise None means "not emitted" (``serve`` without an export endpoint).
     ``result_sink``: results go out through it instead (``serve``'s own OTLP export).
+    ``multiprocess``: the Prometheus sink's metrics are also written to prometheus-client's multiprocess
+    files (the in-app processor when ``PROMETHEUS_MULTIPROC_DIR`` is set: ``sinks/prometheus_multiprocess.py``).
     """
     # Here, not at the top: `evaluate` (offline) needs ``evaluation`` only, not these sinks' libraries.
     from prometheus_client import CollectorRegistry
@@ -146,12 +149,18 @@ def build_pipeline(
                            judge_tracer_provider=judge_tracer_provider)
     stats = PipelineStats()
     run_labels = RunLabels(settings.max_agent_labels, settings.max_service_labels)
-    sinks: list[Sink] = [PrometheusSink(registry, stats, run_labels)]
+    prometheus = PrometheusSink(registry, stats, run_labels)
+    sinks: list[Sink] = [prometheus]
     emit_spans = settings.emit_spans and (global_providers or tracer_provider is not None)
     emit_logs = settings.emit_logs and (global_providers or logger_provider is not None)
     if result_sink is not None:
         sinks.append(result_sink)
     elif emit_spans or emit_logs:
         sinks.append(OtelSink(tracer_provider, logger_provider, emit_spans=emit_spans, emit_logs=emit_logs))
-    pipeline = Pipeline(settings, evaluated.evaluators, sinks, stats=stats, run_labels=run_labels)
+    publish: list[Callable[[], None]] = []
+    if multiprocess:
+        from ..sinks.prometheus_multiprocess import MultiprocessMirror
+
+        publish.append(MultiprocessMirror(prometheus.collectors).sync)
+    pipeline = Pipeline(settings, evaluated.evaluators, sinks, stats=stats, run_labels=run_labels, publish=publish)
     return Built(pipeline, evaluated, registry, exporting=len(sinks) > 1)

@@ -32,6 +32,8 @@ from .workers import TICK_SECONDS, Stages
 if TYPE_CHECKING:
     from ..evaluators.judge.settings import JudgeSettings
 
+PUBLISH_SECONDS = 1.0
+
 
 def _judge_settings_of(evaluators: Sequence[Evaluator]) -> JudgeSettings:
     """The judge client's settings of the first judge evaluator that has one, else the defaults."""
@@ -74,6 +76,7 @@ class Pipeline:
         run_labels: Callable[[AgentTrace], tuple[str, str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         judge_settings: JudgeSettings | None = None,
+        publish: Sequence[Callable[[], None]] = (),
     ) -> None:
         self.settings = settings
         self.evaluators = list(evaluators)
@@ -84,6 +87,9 @@ class Pipeline:
         self.run_labels = run_labels or RunLabels(settings.max_agent_labels, settings.max_service_labels)
         """A run's (agent, service) label values, shared with the Prometheus sink."""
         self.clock = clock
+        self.publish = list(publish)
+        """Write state out of the process (prometheus-client's multiprocess files): about every
+        ``PUBLISH_SECONDS`` on the collector thread, after each flush, and at shutdown."""
         self.log_once = LogOnce()
         self._init_state()
         at_fork_in_child(self._after_fork_in_child)
@@ -120,6 +126,7 @@ class Pipeline:
         self._shutting_down = False
         self._started = False
         self._collector: threading.Thread | None = None
+        self._published_at = self.clock()
 
     def internal_error(self, kind: str, message: str, *args: object) -> None:
         """A bug of ours on some thread: counted (``processor_errors``), logged once per kind, never raised."""
@@ -155,7 +162,9 @@ class Pipeline:
         self._wake.set()
         if not done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
             return False
-        return self.stages.wait_idle(deadline)
+        idle = self.stages.wait_idle(deadline)
+        self._publish()
+        return idle
 
     def shutdown(self, timeout: float | None = 30.0) -> bool:
         """Evaluate what is pending (within ``timeout`` seconds), then stop the threads. Idempotent.
@@ -191,6 +200,7 @@ class Pipeline:
         self.intake.release()
         if lost:
             self.stats.dropped.inc("shutdown", amount=lost)
+        self._publish()
         return flushed
 
     @property
@@ -239,8 +249,18 @@ class Pipeline:
         self.stats.buffered_traces = len(self.buffer)
         self.stats.buffered_bytes = self.buffer.bytes
         self.stages.publish_depths()
+        if now - self._published_at >= PUBLISH_SECONDS:
+            self._publish()
         for done in flushes:
             done.set()
+
+    def _publish(self) -> None:
+        self._published_at = self.clock()
+        for publish in self.publish:
+            try:
+                publish()
+            except Exception:  # noqa: BLE001 - a full disk must not stop evaluation
+                self.internal_error("publish", "otel-agent-eval: could not publish the metrics")
 
     def _drain_intake(self, now: float) -> None:
         queue = self.intake.queue

@@ -152,8 +152,9 @@ class PrometheusSink:
         self.registry = registry
         self.run_labels = run_labels
         self.metrics = ResultMetrics()
-        registry.register(self.metrics)
-        registry.register(PipelineCollector(stats))
+        self.collectors = (self.metrics, PipelineCollector(stats))
+        for collector in self.collectors:
+            registry.register(collector)
 
     def emit(self, evaluated: EvaluatedTrace) -> None:
         self.metrics.add(evaluated, *self.run_labels(evaluated.trace))

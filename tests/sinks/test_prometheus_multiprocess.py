@@ -1,0 +1,160 @@
+"""prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``): every worker's evaluation metrics in one
+``/metrics``, as prometheus-client's own metrics are there.
+
+prometheus-client decides the mode when it is imported, so each case runs in interpreters of its own: one
+that compares the files with the registry sample for sample, and real gunicorn with three workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from otel_agent_eval.cli.demo import SCENARIOS
+from tests.serve.server_process import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+EVALUATORS = 4  # the default deterministic set
+
+COMPARE = textwrap.dedent("""
+    import json, os
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import SpanKind
+    from prometheus_client import CollectorRegistry
+    from otel_agent_eval import install
+    from otel_agent_eval.cli.demo import SCENARIOS
+    from otel_agent_eval.sinks.prometheus_multiprocess import multiprocess_mode, multiprocess_registry
+
+    def samples(registry):
+        out = {}
+        for family in registry.collect():
+            for s in family.samples:
+                if not s.name.endswith("_created"):
+                    labels = {k: v for k, v in s.labels.items() if k != "pid"}
+                    out[s.name + json.dumps(labels, sort_keys=True)] = s.value
+        return out
+
+    provider, registry = TracerProvider(), CollectorRegistry()
+    processor = install(provider, registry=registry, sample_rate=1.0, settle_delay_seconds=0.05,
+                        max_evaluations_per_second=0)
+    tracer = provider.get_tracer("compare")
+    for scenario in SCENARIOS * 2:
+        with tracer.start_as_current_span("GET /agent", kind=SpanKind.SERVER):
+            scenario.agent.run(tracer, scenario.task, scenario.turns)
+    assert processor.force_flush(30_000)
+    ours = {k: v for k, v in samples(registry).items() if k.startswith("agent_eval_")}
+    files = {k: v for k, v in samples(multiprocess_registry()).items() if k.startswith("agent_eval_")}
+    print(json.dumps({"mode": multiprocess_mode(), "registry": ours, "files": files}))
+    processor.shutdown()
+""")
+
+
+def test_the_files_hold_what_the_registry_holds(tmp_path: Path) -> None:
+    """Every counter, histogram bucket, sum and count, and gauge the processor exposes is in the multiprocess
+    files with the same value (one process: nothing to add up), and nothing else of ours is there."""
+    directory = tmp_path / "multiproc"
+    directory.mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", COMPARE], env=env, capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(out.stdout)
+    assert seen["mode"] is True
+    registry, files = seen["registry"], seen["files"]
+    runs = 2 * len(SCENARIOS)
+    assert sum(v for k, v in registry.items() if k.startswith("agent_eval_traces_evaluated_total")) == runs
+    assert sum(v for k, v in registry.items() if k.startswith("agent_eval_results_total")) == EVALUATORS * runs
+    assert any(k.startswith("agent_eval_score_bucket") for k in registry)
+    assert any(k.startswith("agent_eval_buffered_bytes") for k in registry)
+    assert files == registry
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metrics(port: int) -> dict[str, float]:
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:  # between a worker serving the port exiting and the next one binding it
+        return {}
+    totals: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            totals[sample.name] += sample.value
+    return dict(totals)
+
+
+@pytest.mark.parametrize("preload", [False, True], ids=["each-worker-installs", "preload-app"])
+def test_gunicorn_workers_add_up_on_one_port(tmp_path: Path, preload: bool) -> None:
+    """Three gunicorn workers, each evaluating the runs of the requests it served, all given the same
+    ``prometheus_port`` as the README's example does. Before, whichever process bound the port served its own
+    counts only (a third of the runs, or none: the master with ``--preload``); with ``PROMETHEUS_MULTIPROC_DIR``
+    set, that port serves every worker's, and counters keep a worker's counts after it is gone."""
+    directory = tmp_path / "multiproc"
+    directory.mkdir()
+    http_port, metrics_port = _free_port(), _free_port()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory), "PYTHONPATH": str(ROOT),
+           "MULTIPROCESS_APP_METRICS_PORT": str(metrics_port)}
+    command = [sys.executable, "-m", "gunicorn", "--workers", "3", "--bind", f"127.0.0.1:{http_port}",
+               "--graceful-timeout", "20", *(["--preload"] if preload else []), "tests.multiprocess_app:app"]
+    log = (tmp_path / "gunicorn.log").open("w+")
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def get(path: str) -> str:
+            return urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=10).read().decode()
+
+        def up() -> bool:
+            try:
+                get("/?0")
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, 60, "gunicorn serving")
+        requests = 60
+        with ThreadPoolExecutor(6) as clients:  # six at a time: a sync worker serves one
+            pids = Counter(answer.split()[0] for answer in clients.map(lambda i: get(f"/?{i}"), range(1, requests + 1)))
+        runs = requests + 1  # and the first request
+        wait_for(lambda: _metrics(metrics_port).get("agent_eval_traces_evaluated_total", 0) >= runs, 30,
+                 f"{runs} runs counted on the one metrics port")
+        time.sleep(1.5)  # another publish round: nothing more than the runs served may appear
+        metrics = _metrics(metrics_port)
+        assert len(pids) >= 2, f"gunicorn gave every request to one worker: {pids}"
+        assert metrics["agent_eval_traces_evaluated_total"] == runs
+        assert metrics["agent_eval_agent_traces_total"] == runs
+        assert metrics["agent_eval_results_total"] == EVALUATORS * runs
+        assert metrics["agent_eval_evaluation_duration_seconds_count"] == EVALUATORS * runs
+        assert metrics["agent_eval_spans_received_total"] > 0
+        assert metrics["agent_eval_buffered_traces"] == 0 and metrics["agent_eval_queue_depth"] == 0
+
+        # A worker that exits keeps its counts (its files stay); the one gunicorn starts in its place adds to them.
+        os.kill(int(next(iter(pids))), signal.SIGTERM)
+        time.sleep(3)  # gunicorn starts another worker in its place
+        get("/?1")
+        wait_for(lambda: _metrics(metrics_port).get("agent_eval_traces_evaluated_total", 0) >= runs + 1, 30,
+                 "the run after a worker was replaced")
+        time.sleep(1.5)
+        assert _metrics(metrics_port)["agent_eval_traces_evaluated_total"] == runs + 1
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.seek(0)
+        output = log.read()
+    assert "Traceback" not in output, output
