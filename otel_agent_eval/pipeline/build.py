@@ -162,5 +162,8 @@ def build_pipeline(
         from ..sinks.prometheus_multiprocess import MultiprocessMirror
 
         publish.append(MultiprocessMirror(prometheus.collectors).sync)
+        judge_metrics = getattr(evaluated.judge, "metrics", None)
+        if judge_metrics is not None:
+            publish.append(judge_metrics.publish)
     pipeline = Pipeline(settings, evaluated.evaluators, sinks, stats=stats, run_labels=run_labels, publish=publish)
     return Built(pipeline, evaluated, registry, exporting=len(sinks) > 1)

@@ -79,6 +79,49 @@ def test_the_files_hold_what_the_registry_holds(tmp_path: Path) -> None:
     assert files == registry
 
 
+JUDGE_GAUGES = textwrap.dedent("""
+    import json
+    from prometheus_client import CollectorRegistry
+    from otel_agent_eval.config import Settings
+    from otel_agent_eval.pipeline.build import build_pipeline
+    from otel_agent_eval.sinks.prometheus_multiprocess import multiprocess_registry
+
+    NAMES = ("agent_eval_judge_breaker_state", "agent_eval_judge_budget_remaining_ratio")
+
+    def gauges():
+        return {s.name: [s.value, sorted(s.labels)] for family in multiprocess_registry().collect()
+                for s in family.samples if s.name in NAMES}
+
+    env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": "http://127.0.0.1:9/v1"}
+    built = build_pipeline(Settings.load(env), env=env, registry=CollectorRegistry(), global_providers=False,
+                           multiprocess=True)
+    judge = built.evaluation.judge
+    for _ in range(judge.settings.breaker_failures):
+        judge.breaker.record(False)
+    built.pipeline.start()
+    opened_before_publish = gauges()
+    assert built.pipeline.flush(10)
+    print(json.dumps({"before": opened_before_publish, "after": gauges(), "state": judge.breaker.current()}))
+    built.shutdown(5)
+""")
+
+
+def test_the_judge_gauges_read_at_scrape_time_are_written_to_the_files(tmp_path: Path) -> None:
+    """The judge's budget and breaker gauges are read by a function at scrape time, which prometheus-client's
+    multiprocess files never see: an open breaker showed as closed (0) for ever. The pipeline's publish writes
+    them, each combined over the live workers (the most spent budget, any open breaker), without a pid label."""
+    directory = tmp_path / "multiproc"
+    directory.mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", JUDGE_GAUGES], env=env, capture_output=True, text=True, timeout=120,
+                         check=True)
+    seen = json.loads(out.stdout)
+    assert seen["state"] == 1  # open
+    assert seen["before"]["agent_eval_judge_breaker_state"][0] == 0  # what the files said before publishing
+    assert seen["after"] == {"agent_eval_judge_breaker_state": [1.0, []],
+                             "agent_eval_judge_budget_remaining_ratio": [1.0, []]}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

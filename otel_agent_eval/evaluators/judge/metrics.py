@@ -43,14 +43,17 @@ class JudgeMetrics:
             "agent_eval_judge_cache_hits", "Judge answers served from the cache (no request)",
             ["evaluator"], registry=registry,
         )
+        # multiprocess_mode: how prometheus-client's multiprocess mode combines the workers' values (the most
+        # spent budget, any open breaker), and only the live workers'.
         self.budget_remaining = Gauge(
             "agent_eval_judge_budget_remaining_ratio", "Share of the hourly judge budget left (1 without a budget)",
-            registry=registry,
+            registry=registry, multiprocess_mode="livemin",
         )
         self.budget_remaining.set(1.0)
+        self._watched: dict[str, tuple[Gauge, Callable[[], float]]] = {}
         self.breaker_state = Gauge(
             "agent_eval_judge_breaker_state", "Judge circuit breaker: 0 closed, 1 open (failing fast), 2 half-open (one probe)",
-            registry=registry,
+            registry=registry, multiprocess_mode="livemax",
         )
         self.breaker_rejections = Counter(
             "agent_eval_judge_breaker_rejections",
@@ -60,8 +63,16 @@ class JudgeMetrics:
 
     def watch_budget(self, remaining: Callable[[], float]) -> None:
         """Read the budget at scrape time, so the gauge never lags."""
+        self._watched["budget"] = (self.budget_remaining, remaining)
         self.budget_remaining.set_function(remaining)
 
     def watch_breaker(self, state: Callable[[], int]) -> None:
         """Read the breaker state at scrape time (it moves from open to half-open on its own clock)."""
+        self._watched["breaker"] = (self.breaker_state, state)
         self.breaker_state.set_function(state)
+
+    def publish(self) -> None:
+        """Write the watched gauges' values now: in prometheus-client's multiprocess mode a gauge read at scrape
+        time is read from the files, where only ``set`` writes (the pipeline's ``publish`` hook calls this)."""
+        for gauge, read in self._watched.values():
+            gauge.set(read())
