@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -179,11 +180,19 @@ def _metrics_server(host: str, port: int, registry: CollectorRegistry, multiproc
                 "This process's metrics go to PROMETHEUS_MULTIPROC_DIR, where the process serving that port (another "
                 "worker) or your own multiprocess /metrics reads them.", host, port, exc)
             return None
+        reloaded = os.environ.get("WERKZEUG_RUN_MAIN") == "true" or os.environ.get("RUN_MAIN") == "true"
         _logger.error(
             "otel-agent-eval: cannot serve /metrics on %s:%d (prometheus_port, OTEL_AGENT_EVAL_PROMETHEUS_PORT): %s. "
-            "This process serves no metrics; evaluation and its spans and log records go on. With several worker "
-            "processes, give each its own port (0 picks a free one) or pass registry= and serve it yourself.",
-            host, port, exc)
+            "This process serves no metrics; evaluation and its spans and log records go on. %s",
+            host, port, exc,
+            # The child a reloader runs the app in (WERKZEUG_RUN_MAIN: Flask's debug mode; RUN_MAIN: Django's runserver).
+            "This process runs under a reloader (Flask's debug mode, Django's runserver): its watching parent, "
+            "which serves no requests, imported the app first and holds the port. Set PROMETHEUS_MULTIPROC_DIR "
+            "(the parent then serves this process's metrics; see the README, 'Several worker processes') or turn "
+            "the reloader off." if reloaded else
+            "With several worker processes, set PROMETHEUS_MULTIPROC_DIR (one port then serves them all; see the "
+            "README, 'Several worker processes'), give each its own port (0 picks a free one) or pass registry= "
+            "and serve it yourself.")
         return None
     return server
 

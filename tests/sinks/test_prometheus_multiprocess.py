@@ -201,3 +201,57 @@ def test_gunicorn_workers_add_up_on_one_port(tmp_path: Path, preload: bool) -> N
         log.seek(0)
         output = log.read()
     assert "Traceback" not in output, output
+
+
+@pytest.mark.parametrize("multiprocess", [False, True], ids=["one-process-metrics", "multiprocess-dir"])
+def test_under_werkzeugs_reloader(tmp_path: Path, multiprocess: bool) -> None:
+    """Flask's debug mode: werkzeug's watching parent imports the app (installing the processor, which binds
+    ``prometheus_port``) and runs it again in a child that serves the requests, whose port is then taken. The
+    child says so, naming the reloader and what to do; with ``PROMETHEUS_MULTIPROC_DIR`` the parent's port
+    serves the child's evaluations."""
+    http_port, metrics_port = _free_port(), _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RELOADER_APP_PORT": str(http_port),
+           "MULTIPROCESS_APP_METRICS_PORT": str(metrics_port)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    if multiprocess:
+        (tmp_path / "multiproc").mkdir()
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "multiproc")
+    log = (tmp_path / "werkzeug.log").open("w+")
+    server = subprocess.Popen([sys.executable, "-m", "tests.reloader_run"], cwd=ROOT, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def get(path: str) -> str:
+            return urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=10).read().decode()
+
+        def up() -> bool:
+            try:
+                return bool(get("/?0"))
+            except OSError:
+                return False
+
+        wait_for(up, 60, "werkzeug serving")
+        served_by = {get(f"/?{i}").split()[0] for i in range(1, 5)}
+        assert served_by != {str(server.pid)}, "the reloader's parent served the requests"
+        if multiprocess:
+            wait_for(lambda: _metrics(metrics_port).get("agent_eval_traces_evaluated_total", 0) >= 5, 30,
+                     "the child's runs on the parent's port")
+            time.sleep(1.5)
+            assert _metrics(metrics_port)["agent_eval_traces_evaluated_total"] == 5
+        else:
+            def said() -> bool:
+                log.seek(0)
+                return "runs under a reloader" in log.read()
+
+            wait_for(said, 10, "the child saying why it serves no metrics")
+            assert _metrics(metrics_port).get("agent_eval_traces_evaluated_total", 0) == 0  # the parent's: none
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.seek(0)
+        output = log.read()
+    assert "Traceback" not in output, output
+    assert ("runs under a reloader" in output) is not multiprocess, output
