@@ -128,6 +128,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _get(port: int, path: str) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read().decode()
+
+
+def _answers(port: int) -> bool:
+    """The app answers (its first request: ``/?0``, the first scenario)."""
+    try:
+        return bool(_get(port, "/?0"))
+    except OSError:
+        return False
+
+
 def _metrics(port: int) -> dict[str, float]:
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -157,16 +169,9 @@ def test_gunicorn_workers_add_up_on_one_port(tmp_path: Path, preload: bool) -> N
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         def get(path: str) -> str:
-            return urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=10).read().decode()
+            return _get(http_port, path)
 
-        def up() -> bool:
-            try:
-                get("/?0")
-                return True
-            except OSError:
-                return False
-
-        wait_for(up, 60, "gunicorn serving")
+        wait_for(lambda: _answers(http_port), 60, "gunicorn serving")
         requests = 60
         with ThreadPoolExecutor(6) as clients:  # six at a time: a sync worker serves one
             pids = Counter(answer.split()[0] for answer in clients.map(lambda i: get(f"/?{i}"), range(1, requests + 1)))
@@ -221,15 +226,9 @@ def test_under_werkzeugs_reloader(tmp_path: Path, multiprocess: bool) -> None:
                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
         def get(path: str) -> str:
-            return urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=10).read().decode()
+            return _get(http_port, path)
 
-        def up() -> bool:
-            try:
-                return bool(get("/?0"))
-            except OSError:
-                return False
-
-        wait_for(up, 60, "werkzeug serving")
+        wait_for(lambda: _answers(http_port), 60, "werkzeug serving")
         served_by = {get(f"/?{i}").split()[0] for i in range(1, 5)}
         assert served_by != {str(server.pid)}, "the reloader's parent served the requests"
         if multiprocess:
