@@ -16,6 +16,8 @@ live gauge. Exemplars and ``_created`` have no place in those files.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -26,14 +28,26 @@ from prometheus_client.registry import Collector
 
 from ..pipeline.core import at_fork_in_child
 
+_logger = logging.getLogger(__name__)
+
 GAUGE_MODES = {"agent_eval_admission_ratio": "livemin"}
 """How the live processes' values of a gauge combine; the others (queue depths, buffered traces and bytes) add up."""
 
 
 def multiprocess_mode() -> bool:
     """prometheus-client writes its metrics to ``PROMETHEUS_MULTIPROC_DIR`` in this process (the variable was
-    set when prometheus-client was imported: it decides then)."""
-    return bool(getattr(values.ValueClass, "_multiprocess", False))
+    set when prometheus-client was imported: it decides then), and that directory exists. A missing one is
+    said at ERROR and the mode left off here: prometheus-client's own metrics raise then, but the processor
+    does not stop the app for its metrics."""
+    if not getattr(values.ValueClass, "_multiprocess", False):
+        return False
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or ""
+    if os.path.isdir(directory):
+        return True
+    _logger.error("otel-agent-eval: PROMETHEUS_MULTIPROC_DIR=%r is not a directory: prometheus-client's multiprocess "
+                  "mode cannot work; this process's evaluation metrics stay in it (prometheus_port serves them alone)",
+                  directory)
+    return False
 
 
 def multiprocess_registry() -> CollectorRegistry:

@@ -122,6 +122,27 @@ def test_the_judge_gauges_read_at_scrape_time_are_written_to_the_files(tmp_path:
                              "agent_eval_judge_budget_remaining_ratio": [1.0, []]}
 
 
+def test_a_missing_directory_is_said_and_the_app_starts(tmp_path: Path) -> None:
+    """``PROMETHEUS_MULTIPROC_DIR`` naming no directory: ``MultiProcessCollector`` raised ValueError from the
+    processor's constructor, stopping the app. Now an ERROR names the variable, and the port serves this
+    process's metrics."""
+    missing = tmp_path / "not-made"
+    script = textwrap.dedent("""
+        import urllib.request
+        from opentelemetry.sdk.trace import TracerProvider
+        from otel_agent_eval import install
+        processor = install(TracerProvider(), prometheus_port=0, prometheus_host="127.0.0.1")
+        text = urllib.request.urlopen(f"http://127.0.0.1:{processor.metrics_port}/metrics").read().decode()
+        print("agent_eval_spans_received_total" in text)
+        processor.shutdown()
+    """)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(missing), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+    assert f"PROMETHEUS_MULTIPROC_DIR={str(missing)!r} is not a directory" in out.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
