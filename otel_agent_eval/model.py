@@ -113,6 +113,12 @@ class AgentTrace(_Model):
     spans_dropped: int = 0
     """Spans of this trace the buffer dropped as ``trace_too_large`` (over ``max_spans_per_trace``
     or ``max_bytes``): the run is the part that arrived first, its later steps may be missing."""
+    attributes_dropped: int = 0
+    """Attributes the producers' SDKs dropped from this run's spans at their span limits (OTLP
+    ``dropped_attributes_count``; the Python SDK keeps 128 a span, ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``,
+    and drops the oldest first): flattened message histories lose their start."""
+    events_dropped: int = 0
+    """Span events dropped the same way (``dropped_events_count``, ``OTEL_SPAN_EVENT_COUNT_LIMIT``)."""
     issues: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Where the run came from: resource attributes (``service.name``, ``service.version``,
@@ -309,7 +315,7 @@ def assembled_trace(
     trace_id: str, agent_span_id: str | None, agent_name: str, conversation_id: str | None, input: str | None,
     final_output: str | None, steps: list[Any], status: str, error: str | None, start_time_unix_nano: int,
     end_time_unix_nano: int, usage: dict[str, int], content_captured: bool, tool_definitions: list[Any] | None,
-    issues: list[str], partial: bool, metadata: dict[str, Any],
+    issues: list[str], partial: bool, metadata: dict[str, Any], attributes_dropped: int, events_dropped: int,
 ) -> AgentTrace:
     """``AgentTrace.model_validate`` of these fields, equal to it (values, ``model_fields_set``, ``__dict__``
     order, dumps), without pydantic's validation when every value already is what validation keeps: exact
@@ -329,6 +335,7 @@ def assembled_trace(
         and type(usage) is dict and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
         and type(content_captured) is bool and (tool_definitions is None or type(tool_definitions) is list)
         and _str_items(issues) and type(partial) is bool and type(metadata) is dict and _str_keys(metadata)
+        and type(attributes_dropped) is int and type(events_dropped) is int
         and (built := _built_steps(steps)) is not None
     ):
         return _built(AgentTrace, {  # type: ignore[no-any-return]
@@ -338,7 +345,8 @@ def assembled_trace(
             "start_time_unix_nano": start_time_unix_nano, "end_time_unix_nano": end_time_unix_nano,
             "usage": _usage(usage), "content_captured": content_captured,
             "tool_definitions": None if tool_definitions is None else list(tool_definitions), "prior_turns": [],
-            "partial": partial, "spans_dropped": 0, "issues": issues, "metadata": metadata,
+            "partial": partial, "spans_dropped": 0, "attributes_dropped": attributes_dropped,
+            "events_dropped": events_dropped, "issues": issues, "metadata": metadata,
         }, _ASSEMBLED_SET)
     return AgentTrace.model_validate({
         "trace_id": trace_id, "agent_span_id": agent_span_id, "agent_name": agent_name,
@@ -346,6 +354,7 @@ def assembled_trace(
         "status": status, "error": error, "start_time_unix_nano": start_time_unix_nano,
         "end_time_unix_nano": end_time_unix_nano, "usage": usage, "content_captured": content_captured,
         "tool_definitions": tool_definitions, "issues": issues, "partial": partial, "metadata": metadata,
+        "attributes_dropped": attributes_dropped, "events_dropped": events_dropped,
     })
 
 

@@ -110,6 +110,11 @@ class SpanRecord:
     scope_name: str = ""
     parent_is_remote: bool = False
     resource: Mapping[str, Any] = field(default_factory=lambda: NO_RESOURCE)
+    dropped_attributes_count: int = 0
+    """Attributes the producer's SDK dropped at its span limits (OTLP's field of the same name): the
+    oldest first in the OpenTelemetry SDKs, so a long message history loses its start."""
+    dropped_events_count: int = 0
+    """Span events the producer's SDK dropped at its span limits (OTLP's field of the same name)."""
 
     def __post_init__(self) -> None:
         _clean_fields(self, "name", "attributes", "status_message")
@@ -167,7 +172,8 @@ def unchecked_span_record(
     *, trace_id: int, span_id: int, parent_span_id: int | None, name: str, start_time_unix_nano: int,
     end_time_unix_nano: int, attributes: Mapping[str, Any], events: tuple[SpanEvent, ...] = (),
     status_code: str = STATUS_UNSET, status_message: str | None = None, kind: str = "INTERNAL", scope_name: str = "",
-    parent_is_remote: bool = False, resource: Mapping[str, Any] = NO_RESOURCE,
+    parent_is_remote: bool = False, resource: Mapping[str, Any] = NO_RESOURCE, dropped_attributes_count: int = 0,
+    dropped_events_count: int = 0,
 ) -> SpanRecord:
     """A ``SpanRecord`` whose text is known to be clean already (decoded by a parser that refuses
     invalid UTF-8, bytes values decoded): ``clean`` skipped, a third of the cost of decoding a span.
@@ -191,6 +197,8 @@ def unchecked_span_record(
     record.scope_name = scope_name
     record.parent_is_remote = parent_is_remote
     record.resource = resource
+    record.dropped_attributes_count = dropped_attributes_count
+    record.dropped_events_count = dropped_events_count
     record.__class__ = SpanRecord
     return record  # type: ignore[return-value]
 
@@ -246,11 +254,14 @@ def from_readable_span(span: Any, *, content: bool = True) -> SpanRecord:
     scope = span.instrumentation_scope
     events: tuple[SpanEvent, ...] = ()
     attributes: Mapping[str, Any] = {}
+    dropped_attributes = dropped_events = 0
     if content:
         attributes = dict(raw_attributes(span))
         events = tuple(
             SpanEvent(e.name, e.timestamp or 0, dict(e.attributes or {})) for e in span.events
         )
+        dropped_attributes = getattr(span, "dropped_attributes", 0) or 0  # SDK ReadableSpan's, O(1)
+        dropped_events = getattr(span, "dropped_events", 0) or 0
     return SpanRecord(
         trace_id=ctx.trace_id,
         span_id=ctx.span_id,
@@ -266,6 +277,8 @@ def from_readable_span(span: Any, *, content: bool = True) -> SpanRecord:
         kind=span.kind.name if span.kind is not None else "INTERNAL",
         scope_name=scope.name if scope is not None else "",
         resource=sdk_resource_metadata(getattr(span, "resource", None)),
+        dropped_attributes_count=dropped_attributes,
+        dropped_events_count=dropped_events,
     )
 
 

@@ -19,6 +19,7 @@ them list them in their ``RULES`` (``TRANSFER_TOOLS``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from ..records import SpanRecord  # at run time: a compiled (mypyc) dataclass resolves its field types
@@ -43,6 +44,15 @@ class Scope:
     parent: Scope | None = None
     reruns: list[Operation] = field(default_factory=list)
     """Later runs of the same agent merged into this one (``TraceAssembly.absorb``)."""
+
+    def dropped_by_limits(self, read: Operation | None) -> tuple[int, int]:
+        """Attributes and events the producer's span limits dropped from the spans read for this run: its calls,
+        steps and merged runs, and ``read`` (the agent or workflow span its input and output come from)."""
+        attributes = events = 0
+        for op in chain([read] if read is not None else [], self.llms, self.tools, self.steps, self.reruns):
+            attributes += op.record.dropped_attributes_count
+            events += op.record.dropped_events_count
+        return attributes, events
 
     def within(self, ancestor: Scope) -> bool:
         """Is this scope ``ancestor`` or nested in it?"""

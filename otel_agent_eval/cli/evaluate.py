@@ -127,7 +127,7 @@ def _spill_row(record: SpanRecord | LogRecordData) -> tuple[Any, ...]:
     r = record
     return (True, r.trace_id, r.span_id, r.parent_span_id, r.name, r.start_time_unix_nano, r.end_time_unix_nano,
             r.attributes, r.events, r.status_code, r.status_message, r.kind, r.scope_name, r.parent_is_remote,
-            dict(r.resource))
+            dict(r.resource), r.dropped_attributes_count, r.dropped_events_count)
 
 
 def _from_spill_row(row: tuple[Any, ...], resources: dict[tuple[Any, ...], Mapping[str, Any]]) -> SpanRecord | LogRecordData:
@@ -137,7 +137,7 @@ def _from_spill_row(row: tuple[Any, ...], resources: dict[tuple[Any, ...], Mappi
     resource = resources.get(key)
     if resource is None:  # one shared mapping per resource again, as decoding gives
         resource = resources[key] = MappingProxyType(row[14]) if row[14] else NO_RESOURCE
-    return SpanRecord(*row[1:14], resource=resource)
+    return SpanRecord(*row[1:14], resource=resource, dropped_attributes_count=row[15], dropped_events_count=row[16])
 
 
 class TraceGroups:

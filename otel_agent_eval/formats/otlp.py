@@ -182,6 +182,8 @@ def _span_record(span: Span, scope_name: str, resource: Mapping[str, Any]) -> Sp
         scope_name=scope_name,
         parent_is_remote=flags & _REMOTE_BITS == _REMOTE_BITS,
         resource=resource,
+        dropped_attributes_count=span.dropped_attributes_count,
+        dropped_events_count=span.dropped_events_count,
     )
 
 

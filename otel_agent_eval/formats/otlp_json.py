@@ -301,6 +301,12 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
         span_id = _required_id(_field(span, "spanId", "span_id"), 8, ".spanId")
         parent_id = _id(parent, 8, ".parentSpanId")
     name = get("name")
+    dropped_attributes = get("droppedAttributesCount")  # usually absent (0): no call then
+    if dropped_attributes is not None or "dropped_attributes_count" in span:
+        dropped_attributes = _count(span, "droppedAttributesCount", "dropped_attributes_count")
+    dropped_events = get("droppedEventsCount")
+    if dropped_events is not None or "dropped_events_count" in span:
+        dropped_events = _count(span, "droppedEventsCount", "dropped_events_count")
     return make(
         trace_id=trace_id,
         span_id=span_id,
@@ -316,7 +322,22 @@ def _span(span: Any, scope_name: str, resource: Mapping[str, Any], make: Any = S
         scope_name=scope_name,
         parent_is_remote=flags & _REMOTE_BITS == _REMOTE_BITS,
         resource=resource,
+        dropped_attributes_count=dropped_attributes or 0,
+        dropped_events_count=dropped_events or 0,
     )
+
+
+def _count(span: dict[str, Any], camel: str, snake: str) -> int:
+    """A ``uint32`` count (a number, or a decimal string as parsers accept); absent is 0."""
+    value = span.get(camel)
+    if value is None:
+        value = span.get(snake)
+        if value is None:
+            return 0
+    count = value if type(value) is int else _int(value, f".{camel}")
+    if count < 0:
+        raise OTLPDecodeError(f".{camel}: {value!r} is negative")
+    return count
 
 
 def _not_object(where: str, value: Any) -> Any:

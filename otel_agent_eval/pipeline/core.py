@@ -293,6 +293,10 @@ class Pipeline:
             return
         for run in runs:
             self.stats.agent_traces.inc(*self.run_labels(run))
+            if run.attributes_dropped:
+                self.stats.span_limit_dropped.inc("attributes", amount=run.attributes_dropped)
+            if run.events_dropped:
+                self.stats.span_limit_dropped.inc("events", amount=run.events_dropped)
             decision = self.sampler.decide(run, rate_limit=not draining)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
             if decision.sampled:

@@ -367,10 +367,12 @@ class RecordTemplates:
             return None
 
 
-_SPAN_KEY_FIELDS = ("agent_name", "partial", "spans_dropped")
+_SPAN_KEY_FIELDS = ("agent_name", "partial", "spans_dropped", "attributes_dropped", "events_dropped")
 """With the phase, the service, whether there is an agent span, and each result's evaluator, label and score:
 what an evaluation span's attributes are kept by."""
 _span_key_fields = itemgetter(*_SPAN_KEY_FIELDS)
+_span_counts = itemgetter("spans_dropped", "attributes_dropped", "events_dropped")
+"""Kept by type as well: an int count and a bool (``True == 1``) are written differently."""
 _RESULT_KEY_FIELDS = ("evaluator", "label", "score")
 _result_key_fields = itemgetter(*_RESULT_KEY_FIELDS)
 
@@ -395,7 +397,7 @@ class SpanTemplates:
             evaluator, label, score = _result_key_fields(result.__dict__)
             scored.append((evaluator, label, type(score), None if score is None else pack(score)))
         try:
-            key = (evaluated.phase, _span_key_fields(fields), type(fields["spans_dropped"]), type(evaluated.trace),
+            key = (evaluated.phase, _span_key_fields(fields), tuple(map(type, _span_counts(fields))), type(evaluated.trace),
                    fields["metadata"].get(SERVICE_NAME), not fields["agent_span_id"], tuple(scored))
             kept = self._kept.get(key)
         except (TypeError, OverflowError, struct.error):  # unhashable, a score not a number

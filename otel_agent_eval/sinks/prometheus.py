@@ -197,6 +197,11 @@ class PipelineCollector(Collector):
             s.agent_traces.snapshot(),
         )
         yield _labelled(
+            "agent_eval_span_limit_dropped",
+            "Attributes and span events the producers' SDKs dropped at their span limits, on assembled agent runs",
+            ["kind"], {("attributes",): 0, ("events",): 0, **s.span_limit_dropped.snapshot()},
+        )
+        yield _labelled(
             "agent_eval_sampling_decisions", "Sampling decisions on agent traces", ["decision", "reason"], s.sampling.snapshot()
         )
         yield _labelled(

@@ -30,6 +30,7 @@ CONTRACT_METRICS: dict[str, str] = {
     "agent_eval_late_spans_total": "counter",
     "agent_eval_traces_completed_total": "counter",
     "agent_eval_agent_traces_total": "counter",
+    "agent_eval_span_limit_dropped_total": "counter",
     "agent_eval_sampling_decisions_total": "counter",
     "agent_eval_traces_evaluated_total": "counter",
     "agent_eval_dropped_total": "counter",

@@ -5,7 +5,7 @@ template derived from ``otel.log_attributes`` and keeps them by the values that 
 the attribute dict and encodes it (itself pinned against the SDK by ``test_otlp_direct.py``). Generated results
 (labels, scores with their zeros and ones, non-ASCII text, details of every kind, odd value types) go through
 both, twice each (the second time from what was kept), under attribute limits from ``OTEL_*ATTRIBUTE*_LIMIT``;
-so do generated runs (agents, phases, services, partial runs, dropped spans, with and without an agent span) for
+so do generated runs (agents, phases, services, partial runs, dropped spans, attributes and events, with and without an agent span) for
 ``SpanTemplates``.
 """
 
@@ -127,7 +127,8 @@ def runs(draw: Any) -> EvaluatedTrace:
     trace = AgentTrace(trace_id="ab" * 16, agent_span_id=draw(st.none() | st.sampled_from(["cd" * 8, "0f" * 8])),
                        agent_name=draw(st.sampled_from(["support-agent", "agent é"])),
                        metadata={} if service is None else {"service.name": service}, partial=draw(st.booleans()),
-                       spans_dropped=draw(st.sampled_from([0, 1, 3])))
+                       spans_dropped=draw(st.sampled_from([0, 1, 3])),
+                       attributes_dropped=draw(st.sampled_from([0, 1, 85])), events_dropped=draw(st.sampled_from([0, 2])))
     return EvaluatedTrace(trace=trace, results=found, durations={}, started_ns=1, ended_ns=2,
                           phase=draw(st.sampled_from(["deterministic", "judge"])))
 

@@ -171,6 +171,16 @@ def build() -> dict[str, Any]:
         )
         .with_panel(
             timeseries_panel(
+                "Dropped at the producers' span limits",
+                "Attributes and span events the instrumented apps' SDKs dropped at their span limits (128 a span by "
+                "default), per second, on the spans of assembled agent runs: those runs were evaluated on less than "
+                "was recorded. Raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT / OTEL_SPAN_EVENT_COUNT_LIMIT in the apps.",
+                [query(f"sum by (kind) (rate(agent_eval_span_limit_dropped_total[{RATE}]))", "{{kind}}")],
+                unit="ops",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
                 "Queue depth and buffered traces",
                 "Traces waiting for evaluation and traces being assembled.",
                 [

@@ -153,7 +153,8 @@ def judged(trace: AgentTrace, view: JudgeView | None = None, asks_per: str | Non
     Steps judged: shown in full or summarized (per-step questions: in full, up to the question
     limit); calls judged: those whose name and arguments are shown (per-call questions: up to
     the limit). Totals are what the run recorded; a cut run (``spans_dropped``,
-    ``agent_span_missing``) had more.
+    ``agent_span_missing``) had more; ``attributes_dropped`` / ``events_dropped``: what the
+    producer's span limits dropped from the run's spans, when any.
     """
     steps = calls = 0
     if view is not None:
@@ -168,6 +169,10 @@ def judged(trace: AgentTrace, view: JudgeView | None = None, asks_per: str | Non
         out["agent_span_missing"] = True
     if trace.spans_dropped:
         out["spans_dropped"] = trace.spans_dropped
+    if trace.attributes_dropped:
+        out["attributes_dropped"] = trace.attributes_dropped
+    if trace.events_dropped:
+        out["events_dropped"] = trace.events_dropped
     return out
 
 

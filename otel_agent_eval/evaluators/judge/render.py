@@ -272,6 +272,11 @@ def record_notes(trace: AgentTrace, view: JudgeView, items: tuple[str, int] | No
     if trace.spans_dropped:
         notes.append(f"{trace.spans_dropped} more spans of this run were dropped before evaluation (the trace exceeded "
                      "its size limit): steps after those shown, and the final response, may be missing.")
+    if trace.attributes_dropped or trace.events_dropped:
+        dropped = " and ".join(f"{n} {what}" for n, what in ((trace.attributes_dropped, "attributes"),
+                                                              (trace.events_dropped, "span events")) if n)
+        notes.append(f"The tracer dropped {dropped} of this run's spans at its span limits (the oldest first): "
+                     "the start of long message histories and other early data may be missing from what is shown.")
     if trace.cut and not trace.final_output:
         notes.append("No final response was recorded, most likely because of the cut: its absence is not the agent's doing.")
     if view.steps_summarized:
