@@ -119,6 +119,10 @@ class AgentTrace(_Model):
     and drops the oldest first): flattened message histories lose their start."""
     events_dropped: int = 0
     """Span events dropped the same way (``dropped_events_count``, ``OTEL_SPAN_EVENT_COUNT_LIMIT``)."""
+    values_cut_short: int = 0
+    """JSON attribute values of this run's spans that were cut short (an attribute value length limit:
+    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a Collector's ``truncate_all``) and read up to the cut: a text
+    ending there ends where the recording stopped. Each is an issue of its step (or of the run)."""
     issues: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Where the run came from: resource attributes (``service.name``, ``service.version``,
@@ -134,8 +138,8 @@ class AgentTrace(_Model):
 
     @property
     def cut(self) -> bool:
-        """Part of the run is missing: its agent span, or spans dropped as too many."""
-        return self.partial or self.spans_dropped > 0
+        """Part of the run is missing: its agent span, spans dropped as too many, or values cut short."""
+        return self.partial or self.spans_dropped > 0 or self.values_cut_short > 0
 
     @property
     def has_tool_failure(self) -> bool:
@@ -316,6 +320,7 @@ def assembled_trace(
     final_output: str | None, steps: list[Any], status: str, error: str | None, start_time_unix_nano: int,
     end_time_unix_nano: int, usage: dict[str, int], content_captured: bool, tool_definitions: list[Any] | None,
     issues: list[str], partial: bool, metadata: dict[str, Any], attributes_dropped: int, events_dropped: int,
+    values_cut_short: int,
 ) -> AgentTrace:
     """``AgentTrace.model_validate`` of these fields, equal to it (values, ``model_fields_set``, ``__dict__``
     order, dumps), without pydantic's validation when every value already is what validation keeps: exact
@@ -335,7 +340,7 @@ def assembled_trace(
         and type(usage) is dict and type(usage["input_tokens"]) is int and type(usage["output_tokens"]) is int
         and type(content_captured) is bool and (tool_definitions is None or type(tool_definitions) is list)
         and _str_items(issues) and type(partial) is bool and type(metadata) is dict and _str_keys(metadata)
-        and type(attributes_dropped) is int and type(events_dropped) is int
+        and type(attributes_dropped) is int and type(events_dropped) is int and type(values_cut_short) is int
         and (built := _built_steps(steps)) is not None
     ):
         return _built(AgentTrace, {  # type: ignore[no-any-return]
@@ -346,7 +351,8 @@ def assembled_trace(
             "usage": _usage(usage), "content_captured": content_captured,
             "tool_definitions": None if tool_definitions is None else list(tool_definitions), "prior_turns": [],
             "partial": partial, "spans_dropped": 0, "attributes_dropped": attributes_dropped,
-            "events_dropped": events_dropped, "issues": issues, "metadata": metadata,
+            "events_dropped": events_dropped, "values_cut_short": values_cut_short, "issues": issues,
+            "metadata": metadata,
         }, _ASSEMBLED_SET)
     return AgentTrace.model_validate({
         "trace_id": trace_id, "agent_span_id": agent_span_id, "agent_name": agent_name,
@@ -354,7 +360,7 @@ def assembled_trace(
         "status": status, "error": error, "start_time_unix_nano": start_time_unix_nano,
         "end_time_unix_nano": end_time_unix_nano, "usage": usage, "content_captured": content_captured,
         "tool_definitions": tool_definitions, "issues": issues, "partial": partial, "metadata": metadata,
-        "attributes_dropped": attributes_dropped, "events_dropped": events_dropped,
+        "attributes_dropped": attributes_dropped, "events_dropped": events_dropped, "values_cut_short": values_cut_short,
     })
 
 

@@ -251,3 +251,112 @@ def test_offline_spill_keeps_the_counts() -> None:
 
     for record in (from_readable_span(s) for s in sdk_spans(SpanLimits(max_span_attributes=3, max_events=2))):
         assert _from_spill_row(_spill_row(record), {}) == record
+
+
+# --- attribute values cut short (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT) -----------------------------------------
+
+MESSAGES = [
+    {"role": "user", "parts": [{"type": "text", "content": 'Weather in "Paris" \\ today \u00e9\U0001F600?'}]},
+    {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "w", "arguments": {"city": "Paris", "n": 1.5}},
+                                    {"type": "text", "content": "It is sunny in Paris today, 21 degrees and clear."}]},
+]
+
+
+def test_json_cut_anywhere_reads_what_was_recorded_or_nothing() -> None:
+    """Every cut of a message list: read up to the cut (each text read is the start of the text recorded), or
+    not at all, never an error; a cut inside a text keeps the text up to the cut."""
+    from otel_agent_eval.assembly.dialects.cut_json import read_cut_json
+
+    full = json.dumps(MESSAGES)
+    texts = [part["content"] for m in MESSAGES for part in m["parts"] if part["type"] == "text"]
+    unread = []
+    for cut in range(1, len(full)):
+        read = read_cut_json(full[:cut])
+        if read is None:
+            unread.append(cut)
+            continue
+        for message in read[0]:
+            for part in message.get("parts", []):
+                if "content" in part:
+                    assert any(text.startswith(part["content"]) for text in texts), (cut, part)
+    assert max(unread) < len('[{"role": "user"')  # nothing whole read yet
+    answer = texts[1]
+    cut = full.index(answer) + 12
+    [_, assistant] = read_cut_json(full[:cut])[0]
+    assert assistant["parts"][-1] == {"type": "text", "content": answer[:12]}
+
+
+@pytest.mark.parametrize("text", ["{", "[1 2", "[1, 2]]", '{"a": 1}}', '{"a": ' * 50, '"a string cut', "12"])
+def test_what_is_not_json_cut_short_is_not_read(text: str) -> None:
+    from otel_agent_eval.assembly.dialects.cut_json import read_cut_json
+
+    assert read_cut_json(text) is None
+
+
+def run_with_value_limit(limit: int | None, final: str) -> tuple[list[ReadableSpan], list[Any], str, list[str]]:
+    """The scripted agent (semconv, content in JSON attributes) with the SDK's value length limit, evaluated in
+    process with ``task_completion`` asking a real HTTP judge server: spans, logs, metrics, judge prompts."""
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
+
+    exporter, log_exporter = InMemorySpanExporter(), InMemoryLogRecordExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_attribute_length=limit))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
+    with FakeOpenAI(answer({"agent_failed": "no"})) as judge:
+        env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge.base_url,
+               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
+        registry = CollectorRegistry()
+        processor = AgentEvalProcessor(env=env, registry=registry, settle_delay_seconds=0,
+                                       tracer_provider=provider, logger_provider=logger_provider)
+        provider.add_span_processor(processor)
+        ScriptedAgent("weather", {"w": lambda city: f"sunny in {city}"}).run(
+            provider.get_tracer("app"), "What is the weather in Paris today?",
+            [Turn(None, [("w", {"city": "Paris"})]), Turn(final)])
+        assert processor.force_flush(20_000)
+        prompts = [json.dumps(r["body"]) for r in judge.requests]
+        metrics = generate_latest(registry).decode()
+    provider.shutdown()
+    logs = list(log_exporter.get_finished_logs())
+    logger_provider.shutdown()
+    return list(exporter.get_finished_spans()), logs, metrics, prompts
+
+
+ANSWER = "It is sunny in Paris today: 21 degrees, a light breeze from the west, and clear skies all afternoon. " * 3
+
+
+def test_a_final_response_cut_by_the_value_limit_is_judged_up_to_the_cut_and_said_so() -> None:
+    spans, logs, metrics, prompts = run_with_value_limit(200, ANSWER)
+    [evaluation] = [s for s in spans if s.name == "judge_agent weather"]
+    cut_short = evaluation.attributes["agent_eval.values_cut_short"]
+    assert cut_short >= 1
+    [prompt] = prompts
+    assert "recorded values were cut short by the tracer" in prompt
+    shown = ANSWER[:120]  # the answer's start, as far as 200 characters of its message JSON hold it
+    assert json.dumps(shown)[1:-1][:60] in prompt and ANSWER not in json.dumps(prompt)
+    assert f'agent_eval_span_limit_dropped_total{{kind="values_cut_short"}} {float(cut_short)}' in metrics
+    [result] = [r.log_record for r in logs if (r.log_record.attributes or {}).get("gen_ai.evaluation.name") == "task_completion"]
+    assert json.loads(result.attributes["agent_eval.details"])["judged"]["values_cut_short"] == cut_short
+
+
+def test_a_final_response_cut_to_nothing_is_not_held_against_the_agent() -> None:
+    """The answer's message cut before its text: no final response could be read. task_completion is skipped
+    (``partial_trace``) without asking the judge, rather than failed for what was never recorded."""
+    _, logs, metrics, prompts = run_with_value_limit(60, ANSWER)
+    assert prompts == []
+    [result] = [r.log_record for r in logs if (r.log_record.attributes or {}).get("gen_ai.evaluation.name") == "task_completion"]
+    assert result.attributes["gen_ai.evaluation.score.label"] == "skipped"
+    assert "cut before its final response" in result.attributes["gen_ai.evaluation.explanation"]
+    assert 'outcome="skipped",reason="partial_trace"' in metrics
+
+
+def test_without_a_value_limit_nothing_is_cut() -> None:
+    spans, _, metrics, prompts = run_with_value_limit(None, ANSWER)
+    [evaluation] = [s for s in spans if s.name == "judge_agent weather"]
+    assert "agent_eval.values_cut_short" not in evaluation.attributes
+    [prompt] = prompts
+    assert "cut short" not in prompt and json.dumps(ANSWER.strip())[1:-1] in prompt
+    assert 'agent_eval_span_limit_dropped_total{kind="values_cut_short"} 0.0' in metrics

@@ -386,7 +386,7 @@ class TraceAssembly(TraceIndex):
         error = next((run.error for run in [agent, *scope.reruns] if run.error), None) if agent else span_error(root)
         issues = list(agent.issues) if agent else []
         usage = {"input_tokens": sum(map(INPUT_TOKENS, drafts)), "output_tokens": sum(map(OUTPUT_TOKENS, drafts))}
-        dropped = scope.dropped_by_limits(io)
+        lost = scope.recording_losses(io)
         conversation = (agent.conversation_id if agent else None) or next(
             (op.conversation_id for op in scope.llms if op.conversation_id), None
         )
@@ -410,7 +410,7 @@ class TraceAssembly(TraceIndex):
             issues=issues,
             partial=scope.key not in self.records,
             metadata=run_metadata(root.resource, agent.record.attributes if agent else None),
-            attributes_dropped=dropped[0], events_dropped=dropped[1],
+            attributes_dropped=lost[0], events_dropped=lost[1], values_cut_short=lost[2],
         )
 
     def _backfill_result(

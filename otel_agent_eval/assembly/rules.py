@@ -24,6 +24,7 @@ from typing import Any
 
 from ..records import SpanRecord  # at run time: a compiled (mypyc) dataclass resolves its field types
 from .dialects.base import AGENT, LLM, TOOL, Message, Operation
+from .dialects.cut_json import CUT_SHORT
 
 CLOCK_SKEW_NS = 5_000_000
 """Tolerance when ordering spans of one run by their start times (clocks, and coarse JS timestamps)."""
@@ -45,14 +46,18 @@ class Scope:
     reruns: list[Operation] = field(default_factory=list)
     """Later runs of the same agent merged into this one (``TraceAssembly.absorb``)."""
 
-    def dropped_by_limits(self, read: Operation | None) -> tuple[int, int]:
-        """Attributes and events the producer's span limits dropped from the spans read for this run: its calls,
-        steps and merged runs, and ``read`` (the agent or workflow span its input and output come from)."""
-        attributes = events = 0
+    def recording_losses(self, read: Operation | None) -> tuple[int, int, int]:
+        """What the producer's span limits took from the spans read for this run (its calls, steps and merged runs,
+        and ``read``: the agent or workflow span its input and output come from): attributes and events dropped,
+        JSON values cut short (counted from the issues reading them left: call once they are read)."""
+        attributes = events = cut_short = 0
         for op in chain([read] if read is not None else [], self.llms, self.tools, self.steps, self.reruns):
             attributes += op.record.dropped_attributes_count
             events += op.record.dropped_events_count
-        return attributes, events
+            for issue in op.issues:
+                if CUT_SHORT in issue:
+                    cut_short += 1
+        return attributes, events, cut_short
 
     def within(self, ancestor: Scope) -> bool:
         """Is this scope ``ancestor`` or nested in it?"""

@@ -297,6 +297,8 @@ class Pipeline:
                 self.stats.span_limit_dropped.inc("attributes", amount=run.attributes_dropped)
             if run.events_dropped:
                 self.stats.span_limit_dropped.inc("events", amount=run.events_dropped)
+            if run.values_cut_short:
+                self.stats.span_limit_dropped.inc("values_cut_short", amount=run.values_cut_short)
             decision = self.sampler.decide(run, rate_limit=not draining)
             self.stats.sampling.inc("sampled" if decision.sampled else "not_sampled", decision.reason)
             if decision.sampled:

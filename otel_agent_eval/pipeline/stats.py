@@ -124,7 +124,7 @@ class PipelineStats:
         self.sampling = LabelledCounts()  # (decision, reason)
         self.dropped = LabelledCounts()  # (reason,): agent traces or whole traces not evaluated
         self.agent_traces = LabelledCounts()  # (agent, service)
-        self.span_limit_dropped = LabelledCounts()  # (kind,): attributes, events the producers' span limits dropped
+        self.span_limit_dropped = LabelledCounts()  # (kind,): attributes, events, values_cut_short: the producers' limits
         self.traces_evaluated = LabelledCounts()  # (agent, service): deterministic phase emitted
         self.traces_judged = LabelledCounts()  # (agent, service): judge phase emitted
         self.judge_sampling = LabelledCounts()  # (decision,): judge sample rate on sampled runs

@@ -16,7 +16,8 @@ resource of its own), ``agent_eval.evaluated_span_id``,
 ``agent_eval.partial`` (true when the agent span was missing),
 ``agent_eval.spans_dropped`` (spans of the trace dropped as too many, when any),
 ``agent_eval.attributes_dropped`` / ``agent_eval.events_dropped`` (attributes and span events the
-producer's SDK dropped from the run's spans at its span limits, when any),
+producer's SDK dropped from the run's spans at its span limits, when any), ``agent_eval.values_cut_short``
+(JSON values cut short by a value length limit and read up to the cut, when any),
 ``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
 returns several results reports its lowest score and worst label. The span
 deliberately carries no ``gen_ai.*`` attribute, so that no reader (this
@@ -73,6 +74,8 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
         attributes["agent_eval.attributes_dropped"] = t.attributes_dropped
     if t.events_dropped:
         attributes["agent_eval.events_dropped"] = t.events_dropped
+    if t.values_cut_short:
+        attributes["agent_eval.values_cut_short"] = t.values_cut_short
     worst: dict[str, tuple[str, float | None]] = {}  # per evaluator, in first-result order: worst label, lowest score
     counts = dict.fromkeys(LABEL_RANK, 0)
     for result in evaluated.results:

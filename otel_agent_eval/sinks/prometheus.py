@@ -198,8 +198,9 @@ class PipelineCollector(Collector):
         )
         yield _labelled(
             "agent_eval_span_limit_dropped",
-            "Attributes and span events the producers' SDKs dropped at their span limits, on assembled agent runs",
-            ["kind"], {("attributes",): 0, ("events",): 0, **s.span_limit_dropped.snapshot()},
+            "Attributes and span events the producers' SDKs dropped at their span limits, and JSON values cut short "
+            "(value length limits), on assembled agent runs",
+            ["kind"], {("attributes",): 0, ("events",): 0, ("values_cut_short",): 0, **s.span_limit_dropped.snapshot()},
         )
         yield _labelled(
             "agent_eval_sampling_decisions", "Sampling decisions on agent traces", ["decision", "reason"], s.sampling.snapshot()

@@ -175,7 +175,7 @@ def trace_fields(**changes: Any) -> dict[str, Any]:
         input="hi", final_output="done", steps=[step_fields()], status="ok", error=None, start_time_unix_nano=0,
         end_time_unix_nano=5, usage={"input_tokens": 3, "output_tokens": 4}, content_captured=True,
         tool_definitions=None, issues=[], partial=False, metadata={"service.name": "svc"}, attributes_dropped=0,
-        events_dropped=0,
+        events_dropped=0, values_cut_short=0,
     )
     fields.update(changes)
     return fields
@@ -199,6 +199,7 @@ INEXACT = [
     {"attributes_dropped": 2.0},
     {"events_dropped": "2"},
     {"events_dropped": -1.5},
+    {"values_cut_short": False},
     {"usage": {"input_tokens": 3.0, "output_tokens": 4}},
     {"steps": [step_fields(index=True)]},
     {"steps": [step_fields(thought=Text("t"))]},
@@ -275,6 +276,7 @@ steps = st.builds(
     metadata=st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 3)), any_value, max_size=2),
     partial=st.one_of(st.booleans(), st.sampled_from([0, 1])),
     attributes_dropped=st.one_of(st.integers(0, 200), st.booleans(), st.floats(0, 3)), events_dropped=optional_int,
+    values_cut_short=st.one_of(st.integers(0, 3), st.booleans()),
 )
 def test_random_fields_build_what_validation_gives(**drawn: Any) -> None:
     end = drawn.pop("end")

@@ -17,7 +17,7 @@ from otel_agent_eval.assembly.dialects import read_operation
 from otel_agent_eval.records import SpanRecord
 
 MS = 1_000_000
-BROKEN = '[{"role": "user", "parts": [{"type": "text", "content": "hi"'  # cut off: malformed JSON
+BROKEN = '[{"role": "user", "parts": [{"type": "text", "content": "hi"}}]'  # brackets crossed: malformed JSON
 BROKEN_ISSUES = ["gen_ai.input.messages: malformed JSON", "gen_ai.input.messages: expected a list of messages, got str"]
 
 
@@ -108,8 +108,8 @@ def test_a_later_input_read_to_back_fill_a_call_id_reports_its_issue_on_its_step
 
 def test_read_operation_parses_the_input_on_first_read_and_puts_its_issue_first() -> None:
     op = read_operation(span(2, "chat m", 0, 1, None, **{
-        "gen_ai.operation.name": "chat", "gen_ai.input.messages": "[1, 2",
-        "gen_ai.output.messages": '[{"role": "assistant"'}))
+        "gen_ai.operation.name": "chat", "gen_ai.input.messages": "[1 2",
+        "gen_ai.output.messages": '[{"role": "assistant"]'}))
     assert op is not None
     output_issues = ["gen_ai.output.messages: malformed JSON", "gen_ai.output.messages: expected a list of messages, got str"]
     assert starts(op.issues) == output_issues

@@ -122,7 +122,7 @@ def test_semconv_reads_the_first_present_string_of_its_keys_as_first_str_does() 
 def test_parse_json_value_decodes_as_json_loads_and_keeps_the_rest_raw_with_its_error() -> None:
     """The decoder's fast path (``scan_once``) gives what ``json.loads`` gives, and the same issue on failure."""
     values = ['{"a": [1, 2.5, null, true]}', ' [1, 2] ', '"text"', "12", "-1.5e3", "true", "null", "[1] [2]", "{1: 2}",
-              '{"a": 1', "[" * 100_000 + "]" * 100_000, "tomorrow", "nope", '"\\ud83d"', '{"k": "\\uD83D\\uDE00"}',
+              "[" * 100_000 + "]" * 100_000, "tomorrow", "nope", '"\\ud83d"', '{"k": "\\uD83D\\uDE00"}',
               "{ }", "[]"]
     for value in values:
         issues: list[str] = []
@@ -135,6 +135,9 @@ def test_parse_json_value_decodes_as_json_loads_and_keeps_the_rest_raw_with_its_
         if value.strip()[:1] not in "[{\"0123456789-tfn":
             expected, expected_issues = value, []
         assert (got, issues) == (clean(expected), expected_issues), value
+    issues = []  # the start of JSON cut short: read up to the cut, said so
+    assert parse_json_value('{"a": 1, "b": "cut sh', "attr", issues) == {"a": 1, "b": "cut sh"}
+    assert issues == ["attr: JSON cut short at 21 characters (an attribute value length limit?); read up to the cut"]
     assert maybe_json(" 3 results", "attr", []) == " 3 results"
     issues = []
     assert maybe_json('[1, 2]  ', "attr", issues) == [1, 2] and not issues

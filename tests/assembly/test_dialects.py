@@ -362,7 +362,7 @@ def test_openinference_adk_output_wrapper_gives_id_and_result() -> None:
 
 def test_malformed_json_becomes_a_step_issue_not_a_crash() -> None:
     spans = semconv_spans()
-    broken = dict(spans[1].attributes, **{"gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "tool_'})
+    broken = dict(spans[1].attributes, **{"gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "tool"]}]'})
     spans[1] = span(2, "chat gpt-4o", 1, 10, attributes=broken)
     (trace,) = assemble(spans)
     malformed, not_a_list, *not_requested = trace.steps[0].issues
@@ -375,8 +375,9 @@ def test_malformed_json_becomes_a_step_issue_not_a_crash() -> None:
         ("get_weather", "call_1", {"city": "Paris"}, False, True), ("get_time", "call_2", {"city": "Paris"}, False, True)]
 
 
-MALFORMED = ["{", "[1, 2", '{"a": ' * 50]
-"""Strings that start like JSON and are not: kept raw, with a ``malformed JSON`` issue."""
+MALFORMED = ["{", "[1, 2]]", "[1 2", '{"a": ' * 50]
+"""Strings that start like JSON and are not, nor the start of JSON cut short (``cut_json``): kept raw, with a
+``malformed JSON`` issue."""
 NOT_CONTENT = ["null", "42", "", "<not specified>", 3.5, ("a", "b")]
 """Valid JSON of the wrong shape, empty, placeholder and non-string values."""
 
@@ -441,12 +442,13 @@ def test_malformed_attributes_in_every_dialect_do_not_crash() -> None:
                 assert malformed == [], where
 
 
-def test_truncated_attribute_is_kept_with_an_issue() -> None:
+def test_truncated_attribute_is_read_up_to_the_cut_with_an_issue() -> None:
     # exporters cut long attribute values (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
     full = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "x" * 500}]}])
     op = read_operation(span(1, "chat m", 0, 1, None, attributes={"gen_ai.operation.name": "chat", "gen_ai.output.messages": full[:100]}))
-    assert op.output_messages is None
-    assert op.issues and "gen_ai.output.messages" in op.issues[0]
+    assert op.output_messages is not None and [m.texts for m in op.output_messages] == [["x" * 38]]
+    assert op.issues == [("gen_ai.output.messages: JSON cut short at 100 characters (an attribute value length limit?); "
+                          "read up to the cut")]
 
 
 def test_unknown_dialect_gives_no_trace() -> None:

@@ -248,7 +248,7 @@ def test_malformed_genai_json_is_recorded_as_an_issue_not_a_crash(make: Any) -> 
     with s.tracer.start_as_current_span("invoke_agent x", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "x"}):
         with s.tracer.start_as_current_span("chat m", attributes={
             "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"',
+            "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]]',
             "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "tool_call", "name": "t", "arguments": "{bad"}]}]),
         }):
             pass

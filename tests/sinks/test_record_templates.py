@@ -128,7 +128,8 @@ def runs(draw: Any) -> EvaluatedTrace:
                        agent_name=draw(st.sampled_from(["support-agent", "agent é"])),
                        metadata={} if service is None else {"service.name": service}, partial=draw(st.booleans()),
                        spans_dropped=draw(st.sampled_from([0, 1, 3])),
-                       attributes_dropped=draw(st.sampled_from([0, 1, 85])), events_dropped=draw(st.sampled_from([0, 2])))
+                       attributes_dropped=draw(st.sampled_from([0, 1, 85])), events_dropped=draw(st.sampled_from([0, 2])),
+                       values_cut_short=draw(st.sampled_from([0, 1])))
     return EvaluatedTrace(trace=trace, results=found, durations={}, started_ns=1, ended_ns=2,
                           phase=draw(st.sampled_from(["deterministic", "judge"])))
 

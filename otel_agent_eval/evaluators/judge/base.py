@@ -1,7 +1,7 @@
 """The judge evaluator base: render the run, ask the judge, turn every judge problem into a result.
 
 Partial runs (``AgentTrace.cut``: agent span missing, spans dropped as the trace
-was too large): the record says what is missing (``render.record_notes``), every
+was too large, JSON values cut short by a value length limit): the record says what is missing (``render.record_notes``), every
 result's ``details.judged`` says how much was judged (steps and calls out of the
 total), and an evaluator whose questions the missing part makes unanswerable is
 ``skipped`` with reason ``partial_trace`` rather than failed: those that judge the
@@ -144,6 +144,8 @@ def cut_reason(trace: AgentTrace) -> str:
         parts.append("agent span missing")
     if trace.spans_dropped:
         parts.append(f"{trace.spans_dropped} spans dropped as the trace was too large")
+    if trace.values_cut_short:
+        parts.append(f"{trace.values_cut_short} recorded values cut short")
     return ", ".join(parts)
 
 
@@ -153,8 +155,8 @@ def judged(trace: AgentTrace, view: JudgeView | None = None, asks_per: str | Non
     Steps judged: shown in full or summarized (per-step questions: in full, up to the question
     limit); calls judged: those whose name and arguments are shown (per-call questions: up to
     the limit). Totals are what the run recorded; a cut run (``spans_dropped``,
-    ``agent_span_missing``) had more; ``attributes_dropped`` / ``events_dropped``: what the
-    producer's span limits dropped from the run's spans, when any.
+    ``agent_span_missing``, ``values_cut_short``) had more; ``attributes_dropped`` /
+    ``events_dropped``: what the producer's span limits dropped from the run's spans, when any.
     """
     steps = calls = 0
     if view is not None:
@@ -173,6 +175,8 @@ def judged(trace: AgentTrace, view: JudgeView | None = None, asks_per: str | Non
         out["attributes_dropped"] = trace.attributes_dropped
     if trace.events_dropped:
         out["events_dropped"] = trace.events_dropped
+    if trace.values_cut_short:
+        out["values_cut_short"] = trace.values_cut_short
     return out
 
 
