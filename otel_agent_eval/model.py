@@ -83,6 +83,11 @@ class ConversationTurn(_Model):
     start_time_unix_nano: int = 0
 
 
+LOSS_FIELDS = ("spans_dropped", "attributes_dropped", "events_dropped", "values_cut_short")
+"""``AgentTrace``'s counts of what recording lost: spans dropped as the trace was too large, attributes and events
+the producer's span limits dropped, JSON values cut short by a value length limit."""
+
+
 class AgentTrace(_Model):
     """One agent invocation within a trace, split into steps."""
 
@@ -140,6 +145,13 @@ class AgentTrace(_Model):
     def cut(self) -> bool:
         """Part of the run is missing: its agent span, spans dropped as too many, or values cut short."""
         return self.partial or self.spans_dropped > 0 or self.values_cut_short > 0
+
+    @property
+    def losses(self) -> dict[str, int]:
+        """What recording lost of this run, the non-zero counts by field name (``LOSS_FIELDS``, in that order):
+        what the evaluation span and the judge's details report."""
+        fields = self.__dict__
+        return {name: fields[name] for name in LOSS_FIELDS if fields[name]}
 
     @property
     def has_tool_failure(self) -> bool:

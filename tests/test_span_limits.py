@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,41 @@ class LimitedRun:
     prompts: list[str]
 
 
-def run_long_agent(limits: SpanLimits) -> LimitedRun:
+def evaluated_in_process(limits: SpanLimits, agent: Callable[[TracerProvider], None]) -> LimitedRun:
+    """``agent`` run on a TracerProvider with ``limits``, evaluated in process (the deterministic evaluators and
+    ``task_completion``, asking a real HTTP server speaking the OpenAI API): what came out."""
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    exporter, log_exporter = InMemorySpanExporter(), InMemoryLogRecordExporter()
+    provider = TracerProvider(span_limits=limits)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
+    with FakeOpenAI(answer({"agent_failed": "no"})) as judge:
+        env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge.base_url,
+               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
+        registry = CollectorRegistry()
+        processor = AgentEvalProcessor(env=env, registry=registry, settle_delay_seconds=0.05,
+                                       tracer_provider=provider, logger_provider=logger_provider)
+        provider.add_span_processor(processor)
+        agent(provider)
+        assert processor.force_flush(30_000)
+        prompts = [json.dumps(r["body"]) for r in judge.requests]
+        metrics = generate_latest(registry).decode()
+    spans = exporter.get_finished_spans()
+    provider.shutdown()
+    logs = list(log_exporter.get_finished_logs())
+    logger_provider.shutdown()
+
+    def own(span: ReadableSpan) -> bool:
+        return span.instrumentation_scope is not None and span.instrumentation_scope.name == OWN_SCOPE
+
+    return LimitedRun([s for s in spans if not own(s)], [s for s in spans if own(s)], logs, metrics, prompts)
+
+
+def long_langgraph_run(provider: TracerProvider) -> None:
+    """A LangGraph ReAct agent of ``TURNS`` tool calls under the real OpenInference LangChain instrumentation."""
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
     from langgraph.prebuilt import create_react_agent
@@ -62,53 +96,25 @@ def run_long_agent(limits: SpanLimits) -> LimitedRun:
     script = [AIMessage(content=f"step {k}", tool_calls=[
         {"name": "lookup", "args": {"query": f"q{k}"}, "id": f"call_{k}", "type": "tool_call"}]) for k in range(TURNS)]
     script.append(AIMessage(content="All found."))
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(span_limits=limits)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-
-    log_exporter = InMemoryLogRecordExporter()
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
-    with FakeOpenAI(answer({"agent_failed": "no"})) as judge:
-        env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge.base_url,
-               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
-        registry = CollectorRegistry()
-        processor = AgentEvalProcessor(env=env, registry=registry, settle_delay_seconds=0.05,
-                                       tracer_provider=provider, logger_provider=logger_provider)
-        provider.add_span_processor(processor)
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
-                agent = create_react_agent(ScriptedToolModel(messages=iter(script)), [lookup], name="researcher")
-                agent.invoke({"messages": [("user", "Find every q.")]})
-        finally:
-            instrumentor.uninstrument()
-        assert processor.force_flush(30_000)
-        prompts = [json.dumps(r["body"]) for r in judge.requests]
-        metrics = generate_latest(registry).decode()
-    spans = exporter.get_finished_spans()
-    provider.shutdown()
-    logs = list(log_exporter.get_finished_logs())
-    logger_provider.shutdown()
-
-    def own(span: ReadableSpan) -> bool:
-        return span.instrumentation_scope is not None and span.instrumentation_scope.name == OWN_SCOPE
-
-    return LimitedRun([s for s in spans if not own(s)], [s for s in spans if own(s)], logs, metrics, prompts)
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
+            agent = create_react_agent(ScriptedToolModel(messages=iter(script)), [lookup], name="researcher")
+            agent.invoke({"messages": [("user", "Find every q.")]})
+    finally:
+        instrumentor.uninstrument()
 
 
 @pytest.fixture(scope="module")
 def default_limits() -> Iterator[LimitedRun]:
-    yield run_long_agent(SpanLimits())
+    yield evaluated_in_process(SpanLimits(), long_langgraph_run)
 
 
 @pytest.fixture(scope="module")
 def raised_limits() -> Iterator[LimitedRun]:
-    yield run_long_agent(SpanLimits(max_span_attributes=4096))
+    yield evaluated_in_process(SpanLimits(max_span_attributes=4096), long_langgraph_run)
 
 
 def evaluation_span(run: LimitedRun, name: str) -> ReadableSpan:
@@ -293,44 +299,25 @@ def test_what_is_not_json_cut_short_is_not_read(text: str) -> None:
     assert read_cut_json(text) is None
 
 
-def run_with_value_limit(limit: int | None, final: str) -> tuple[list[ReadableSpan], list[Any], str, list[str]]:
-    """The scripted agent (semconv, content in JSON attributes) with the SDK's value length limit, evaluated in
-    process with ``task_completion`` asking a real HTTP judge server: spans, logs, metrics, judge prompts."""
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-
+def run_with_value_limit(limit: int | None, final: str) -> LimitedRun:
+    """The scripted agent (semconv, content in JSON attributes) under the SDK's value length limit, evaluated."""
     from otel_agent_eval.cli.scripted_agent import ScriptedAgent, Turn
 
-    exporter, log_exporter = InMemorySpanExporter(), InMemoryLogRecordExporter()
-    provider = TracerProvider(span_limits=SpanLimits(max_attribute_length=limit))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
-    with FakeOpenAI(answer({"agent_failed": "no"})) as judge:
-        env = {"OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge.base_url,
-               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
-        registry = CollectorRegistry()
-        processor = AgentEvalProcessor(env=env, registry=registry, settle_delay_seconds=0,
-                                       tracer_provider=provider, logger_provider=logger_provider)
-        provider.add_span_processor(processor)
+    def scripted(provider: TracerProvider) -> None:
         ScriptedAgent("weather", {"w": lambda city: f"sunny in {city}"}).run(
             provider.get_tracer("app"), "What is the weather in Paris today?",
             [Turn(None, [("w", {"city": "Paris"})]), Turn(final)])
-        assert processor.force_flush(20_000)
-        prompts = [json.dumps(r["body"]) for r in judge.requests]
-        metrics = generate_latest(registry).decode()
-    provider.shutdown()
-    logs = list(log_exporter.get_finished_logs())
-    logger_provider.shutdown()
-    return list(exporter.get_finished_spans()), logs, metrics, prompts
+
+    return evaluated_in_process(SpanLimits(max_attribute_length=limit), scripted)
 
 
 ANSWER = "It is sunny in Paris today: 21 degrees, a light breeze from the west, and clear skies all afternoon. " * 3
 
 
 def test_a_final_response_cut_by_the_value_limit_is_judged_up_to_the_cut_and_said_so() -> None:
-    spans, logs, metrics, prompts = run_with_value_limit(200, ANSWER)
-    [evaluation] = [s for s in spans if s.name == "judge_agent weather"]
+    run = run_with_value_limit(200, ANSWER)
+    logs, metrics, prompts = run.logs, run.metrics, run.prompts
+    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent weather"]
     cut_short = evaluation.attributes["agent_eval.values_cut_short"]
     assert cut_short >= 1
     [prompt] = prompts
@@ -345,7 +332,8 @@ def test_a_final_response_cut_by_the_value_limit_is_judged_up_to_the_cut_and_sai
 def test_a_final_response_cut_to_nothing_is_not_held_against_the_agent() -> None:
     """The answer's message cut before its text: no final response could be read. task_completion is skipped
     (``partial_trace``) without asking the judge, rather than failed for what was never recorded."""
-    _, logs, metrics, prompts = run_with_value_limit(60, ANSWER)
+    run = run_with_value_limit(60, ANSWER)
+    logs, metrics, prompts = run.logs, run.metrics, run.prompts
     assert prompts == []
     [result] = [r.log_record for r in logs if (r.log_record.attributes or {}).get("gen_ai.evaluation.name") == "task_completion"]
     assert result.attributes["gen_ai.evaluation.score.label"] == "skipped"
@@ -354,8 +342,9 @@ def test_a_final_response_cut_to_nothing_is_not_held_against_the_agent() -> None
 
 
 def test_without_a_value_limit_nothing_is_cut() -> None:
-    spans, _, metrics, prompts = run_with_value_limit(None, ANSWER)
-    [evaluation] = [s for s in spans if s.name == "judge_agent weather"]
+    run = run_with_value_limit(None, ANSWER)
+    metrics, prompts = run.metrics, run.prompts
+    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent weather"]
     assert "agent_eval.values_cut_short" not in evaluation.attributes
     [prompt] = prompts
     assert "cut short" not in prompt and json.dumps(ANSWER.strip())[1:-1] in prompt

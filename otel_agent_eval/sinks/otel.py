@@ -68,14 +68,8 @@ def span_attributes(evaluated: EvaluatedTrace) -> dict[str, Any]:
         attributes["agent_eval.evaluated_span_id"] = t.agent_span_id
     if t.partial:
         attributes["agent_eval.partial"] = True
-    if t.spans_dropped:
-        attributes["agent_eval.spans_dropped"] = t.spans_dropped
-    if t.attributes_dropped:
-        attributes["agent_eval.attributes_dropped"] = t.attributes_dropped
-    if t.events_dropped:
-        attributes["agent_eval.events_dropped"] = t.events_dropped
-    if t.values_cut_short:
-        attributes["agent_eval.values_cut_short"] = t.values_cut_short
+    for name, count in t.losses.items():
+        attributes[f"agent_eval.{name}"] = count
     worst: dict[str, tuple[str, float | None]] = {}  # per evaluator, in first-result order: worst label, lowest score
     counts = dict.fromkeys(LABEL_RANK, 0)
     for result in evaluated.results:

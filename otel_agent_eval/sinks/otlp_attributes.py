@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..metadata import SERVICE_NAME
-from ..model import AgentTrace, EvalResult, EvaluatedTrace
+from ..model import LOSS_FIELDS, AgentTrace, EvalResult, EvaluatedTrace
 from .fit import exact_key, flat_key
 from .otel import details_text, explanation_text, log_attributes, span_attributes
 from .otlp_wire import SMALL as _SMALL
@@ -367,11 +367,11 @@ class RecordTemplates:
             return None
 
 
-_SPAN_KEY_FIELDS = ("agent_name", "partial", "spans_dropped", "attributes_dropped", "events_dropped", "values_cut_short")
+_SPAN_KEY_FIELDS = ("agent_name", "partial", *LOSS_FIELDS)
 """With the phase, the service, whether there is an agent span, and each result's evaluator, label and score:
 what an evaluation span's attributes are kept by."""
 _span_key_fields = itemgetter(*_SPAN_KEY_FIELDS)
-_span_counts = itemgetter("spans_dropped", "attributes_dropped", "events_dropped", "values_cut_short")
+_span_counts = itemgetter(*LOSS_FIELDS)
 """Kept by type as well: an int count and a bool (``True == 1``) are written differently."""
 _RESULT_KEY_FIELDS = ("evaluator", "label", "score")
 _result_key_fields = itemgetter(*_RESULT_KEY_FIELDS)

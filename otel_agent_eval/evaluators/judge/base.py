@@ -169,14 +169,7 @@ def judged(trace: AgentTrace, view: JudgeView | None = None, asks_per: str | Non
     out: dict[str, Any] = {"steps": steps, "steps_total": len(trace.steps), "calls": calls, "calls_total": len(trace.tool_calls)}
     if trace.partial:
         out["agent_span_missing"] = True
-    if trace.spans_dropped:
-        out["spans_dropped"] = trace.spans_dropped
-    if trace.attributes_dropped:
-        out["attributes_dropped"] = trace.attributes_dropped
-    if trace.events_dropped:
-        out["events_dropped"] = trace.events_dropped
-    if trace.values_cut_short:
-        out["values_cut_short"] = trace.values_cut_short
+    out.update(trace.losses)
     return out
 
 
