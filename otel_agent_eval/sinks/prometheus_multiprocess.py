@@ -16,6 +16,7 @@ live gauge. Exemplars and ``_created`` have no place in those files.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import threading
@@ -53,8 +54,28 @@ def multiprocess_mode() -> bool:
 def multiprocess_registry() -> CollectorRegistry:
     """A registry of every process's metrics, read from ``PROMETHEUS_MULTIPROC_DIR`` at each scrape."""
     registry = CollectorRegistry()
-    MultiProcessCollector(registry)
+    SizedFilesCollector(registry)
     return registry
+
+
+class SizedFilesCollector(MultiProcessCollector):
+    """prometheus-client's ``MultiProcessCollector``, reading only the files that are past their creation.
+
+    prometheus-client creates a process's file, then sizes it (client_python#1199, open in 0.26): a scrape in
+    between read an empty file and failed whole, every process's metrics with it, and a process killed in
+    between left the empty file for good, failing every scrape after. An empty file holds no sample.
+    """
+
+    def collect(self) -> Any:
+        files = [path for path in glob.glob(os.path.join(self._path, "*.db")) if _sized(path)]
+        return self.merge(files, accumulate=True)
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:  # removed since the glob (``mark_process_dead``): prometheus-client skips it as well
+        return False
 
 
 class MultiprocessMirror:
