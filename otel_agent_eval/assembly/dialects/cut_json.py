@@ -14,7 +14,8 @@ import re
 from typing import Any
 
 CUT_SHORT = "JSON cut short"
-"""How the issue of a value read this way starts (``base.parse_json_value``); the judge's notes look for it."""
+"""What the issue of a value read this way says (``base.parse_json_value``); ``rules.Scope.recording_losses``
+counts the issues that say it (``AgentTrace.values_cut_short``)."""
 
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*("?)|[\[\]{},]', re.DOTALL)
 """A string (its closing quote in group 1, empty when the text ends inside it) or a bracket or comma."""

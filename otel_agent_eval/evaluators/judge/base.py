@@ -1,12 +1,13 @@
 """The judge evaluator base: render the run, ask the judge, turn every judge problem into a result.
 
 Partial runs (``AgentTrace.cut``: agent span missing, spans dropped as the trace
-was too large, JSON values cut short by a value length limit): the record says what is missing (``render.record_notes``), every
-result's ``details.judged`` says how much was judged (steps and calls out of the
-total), and an evaluator whose questions the missing part makes unanswerable is
-``skipped`` with reason ``partial_trace`` rather than failed: those that judge the
-final response (``needs_final_response``) when it is missing, and any evaluator
-left with nothing to ask because steps were cut or not shown in full.
+was too large, JSON values cut short by a value length limit): the record says
+what is missing (``render.record_notes``), every result's ``details.judged``
+says how much was judged (steps and calls out of the total), and an evaluator
+whose questions the missing part makes unanswerable is ``skipped`` with reason
+``partial_trace`` rather than failed: those that judge the final response
+(``needs_final_response``) when it is missing, and any evaluator left with
+nothing to ask because steps were cut or not shown in full.
 """
 
 from __future__ import annotations
