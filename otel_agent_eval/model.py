@@ -126,8 +126,8 @@ class AgentTrace(_Model):
     """Span events dropped the same way (``dropped_events_count``, ``OTEL_SPAN_EVENT_COUNT_LIMIT``)."""
     values_cut_short: int = 0
     """JSON attribute values of this run's spans that were cut short (an attribute value length limit:
-    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a Collector's ``truncate_all``) and read up to the cut: a text
-    ending there ends where the recording stopped. Each is an issue of its step (or of the run)."""
+    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, a Collector's ``truncate_all``), kept raw and not read: what they
+    held is missing. Each is an issue of its step (or of the run)."""
     issues: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Where the run came from: resource attributes (``service.name``, ``service.version``,

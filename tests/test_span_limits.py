@@ -268,35 +268,21 @@ MESSAGES = [
 ]
 
 
-def test_json_cut_anywhere_reads_what_was_recorded_or_nothing() -> None:
-    """Every cut of a message list: read up to the cut (each text read is the start of the text recorded), or
-    not at all, never an error; a cut inside a text keeps the text up to the cut."""
-    from otel_agent_eval.assembly.dialects.cut_json import read_cut_json
+def test_json_cut_anywhere_is_told_from_malformed_json() -> None:
+    """Every cut of a message list, once something whole precedes it, is JSON cut short; never an error."""
+    from otel_agent_eval.assembly.dialects.cut_json import cut_short
 
     full = json.dumps(MESSAGES)
-    texts = [part["content"] for m in MESSAGES for part in m["parts"] if part["type"] == "text"]
-    unread = []
-    for cut in range(1, len(full)):
-        read = read_cut_json(full[:cut])
-        if read is None:
-            unread.append(cut)
-            continue
-        for message in read[0]:
-            for part in message.get("parts", []):
-                if "content" in part:
-                    assert any(text.startswith(part["content"]) for text in texts), (cut, part)
-    assert max(unread) < len('[{"role": "user"')  # nothing whole read yet
-    answer = texts[1]
-    cut = full.index(answer) + 12
-    [_, assistant] = read_cut_json(full[:cut])[0]
-    assert assistant["parts"][-1] == {"type": "text", "content": answer[:12]}
+    flags = [cut_short(full[:cut]) for cut in range(1, len(full))]
+    first = len('[{"role": "user"')
+    assert all(flags[first - 1:]) and not flags[0]  # "[": nothing whole yet
 
 
 @pytest.mark.parametrize("text", ["{", "[1 2", "[1, 2]]", '{"a": 1}}', '{"a": ' * 50, '"a string cut', "12"])
-def test_what_is_not_json_cut_short_is_not_read(text: str) -> None:
-    from otel_agent_eval.assembly.dialects.cut_json import read_cut_json
+def test_malformed_json_is_not_taken_for_json_cut_short(text: str) -> None:
+    from otel_agent_eval.assembly.dialects.cut_json import cut_short
 
-    assert read_cut_json(text) is None
+    assert not cut_short(text)
 
 
 def run_with_value_limit(limit: int | None, final: str) -> LimitedRun:
@@ -314,19 +300,35 @@ def run_with_value_limit(limit: int | None, final: str) -> LimitedRun:
 ANSWER = "It is sunny in Paris today: 21 degrees, a light breeze from the west, and clear skies all afternoon. " * 3
 
 
-def test_a_final_response_cut_by_the_value_limit_is_judged_up_to_the_cut_and_said_so() -> None:
-    run = run_with_value_limit(200, ANSWER)
-    logs, metrics, prompts = run.logs, run.metrics, run.prompts
-    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent weather"]
-    cut_short = evaluation.attributes["agent_eval.values_cut_short"]
-    assert cut_short >= 1
-    [prompt] = prompts
-    assert "recorded values were cut short by the tracer" in prompt
-    shown = ANSWER[:120]  # the answer's start, as far as 200 characters of its message JSON hold it
-    assert json.dumps(shown)[1:-1][:60] in prompt and ANSWER not in json.dumps(prompt)
-    assert f'agent_eval_span_limit_dropped_total{{kind="values_cut_short"}} {float(cut_short)}' in metrics
-    [result] = [r.log_record for r in logs if (r.log_record.attributes or {}).get("gen_ai.evaluation.name") == "task_completion"]
-    assert json.loads(result.attributes["agent_eval.details"])["judged"]["values_cut_short"] == cut_short
+def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() -> None:
+    """OpenInference records the LangGraph graph's whole state as its ``output.value`` JSON; cut at 600 characters
+    it was taken, raw, for the run's final response (a JSON fragment). Now the answer comes from the last model
+    call, the cut is counted, and the judge is told."""
+    from tests.frameworks import langgraph_scenarios as sc
+
+    def researcher(provider: TracerProvider) -> None:
+        from openinference.instrumentation.langchain import LangChainInstrumentor
+
+        instrumentor = LangChainInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                sc.run_researcher()
+        finally:
+            instrumentor.uninstrument()
+
+    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher)
+    [graph] = [s for s in run.app_spans if s.name == "researcher"]
+    assert len(graph.attributes["output.value"]) == 600  # the setup: the state was cut
+    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    assert evaluation.attributes["agent_eval.values_cut_short"] == 1
+    [prompt] = run.prompts
+    assert json.dumps(sc.ANSWER)[1:-1] in prompt and "additional_kwargs" not in prompt  # not the state's JSON
+    assert "1 recorded values were cut short by the tracer" in prompt
+    assert 'agent_eval_span_limit_dropped_total{kind="values_cut_short"} 1.0' in run.metrics
+    details = judge_details(run)
+    assert details["judged"]["values_cut_short"] == 1
 
 
 def test_a_final_response_cut_to_nothing_is_not_held_against_the_agent() -> None:
@@ -349,3 +351,24 @@ def test_without_a_value_limit_nothing_is_cut() -> None:
     [prompt] = prompts
     assert "cut short" not in prompt and json.dumps(ANSWER.strip())[1:-1] in prompt
     assert 'agent_eval_span_limit_dropped_total{kind="values_cut_short"} 0.0' in metrics
+
+
+def test_an_openllmetry_agent_payload_cut_short_is_not_taken_for_the_answer() -> None:
+    """OpenLLMetry's agent span records its output as ``traceloop.entity.output`` JSON; cut short, the raw
+    fragment was the run's final response. Now the model call's answer is, and the cut is counted."""
+    state = json.dumps({"outputs": {"messages": [{"role": "user", "content": "Weather?"},
+                                                 {"role": "assistant", "content": "Sunny in Paris."}]}})
+    agent = SpanRecord(trace_id=1, span_id=1, parent_span_id=None, name="weather.agent", start_time_unix_nano=0,
+                       end_time_unix_nano=10, attributes={
+                           "traceloop.span.kind": "agent", "traceloop.entity.name": "weather",
+                           "traceloop.entity.output": state[:60]})
+    llm = SpanRecord(trace_id=1, span_id=2, parent_span_id=1, name="openai.chat", start_time_unix_nano=1,
+                     end_time_unix_nano=9, attributes={
+                         "llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "m",
+                         "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "Weather?",
+                         "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Sunny in Paris."})
+    [run] = assemble([agent, llm])
+    assert run.final_output == "Sunny in Paris."
+    assert run.values_cut_short == 1 and run.cut
+    assert run.issues == [("traceloop.entity.output: JSON cut short at 60 characters (an attribute value length "
+                           "limit?); kept raw")]

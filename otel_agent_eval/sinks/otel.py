@@ -17,7 +17,7 @@ resource of its own), ``agent_eval.evaluated_span_id``,
 ``agent_eval.spans_dropped`` (spans of the trace dropped as too many, when any),
 ``agent_eval.attributes_dropped`` / ``agent_eval.events_dropped`` (attributes and span events the
 producer's SDK dropped from the run's spans at its span limits, when any), ``agent_eval.values_cut_short``
-(JSON values cut short by a value length limit and read up to the cut, when any),
+(JSON values cut short by a value length limit, not read, when any),
 ``agent_eval.results.{pass,fail,skipped,error}`` counts. An evaluator that
 returns several results reports its lowest score and worst label. The span
 deliberately carries no ``gen_ai.*`` attribute, so that no reader (this

@@ -135,9 +135,9 @@ def test_parse_json_value_decodes_as_json_loads_and_keeps_the_rest_raw_with_its_
         if value.strip()[:1] not in "[{\"0123456789-tfn":
             expected, expected_issues = value, []
         assert (got, issues) == (clean(expected), expected_issues), value
-    issues = []  # the start of JSON cut short: read up to the cut, said so
-    assert parse_json_value('{"a": 1, "b": "cut sh', "attr", issues) == {"a": 1, "b": "cut sh"}
-    assert issues == ["attr: JSON cut short at 21 characters (an attribute value length limit?); read up to the cut"]
+    issues = []  # the start of JSON cut short: kept raw too, the issue says it was cut
+    assert parse_json_value('{"a": 1, "b": "cut sh', "attr", issues) == '{"a": 1, "b": "cut sh'
+    assert issues == ["attr: JSON cut short at 21 characters (an attribute value length limit?); kept raw"]
     assert maybe_json(" 3 results", "attr", []) == " 3 results"
     issues = []
     assert maybe_json('[1, 2]  ', "attr", issues) == [1, 2] and not issues

@@ -52,7 +52,7 @@ def test_traceloop_tool_output_parsed_once_reports_one_issue() -> None:
     op = read_operation(record)
     assert op is not None and op.kind == TOOL
     assert op.tool_arguments == {"q": "x"}
-    assert op.tool_result == {"lc": 1}  # read up to the cut
+    assert op.tool_result == '{"output": {"lc": 1'
     assert [issue.split(" (")[0] for issue in op.issues] == ["traceloop.entity.output: JSON cut short at 19 characters"]
 
 

@@ -173,7 +173,7 @@ def build() -> dict[str, Any]:
             timeseries_panel(
                 "Dropped at the producers' span limits",
                 "Attributes and span events the instrumented apps' SDKs dropped at their span limits (128 a span by "
-                "default), and JSON values cut short by a value length limit (read up to the cut), per second, on "
+                "default), and JSON values cut short by a value length limit (not read), per second, on "
                 "the spans of assembled agent runs: those runs were evaluated on less than was recorded. Raise "
                 "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT / OTEL_SPAN_EVENT_COUNT_LIMIT / OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT in "
                 "the apps.",

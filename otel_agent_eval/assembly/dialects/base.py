@@ -9,7 +9,7 @@ from typing import Any
 
 from ...jsontext import fast_encode
 from ...records import STATUS_ERROR, SpanRecord, clean
-from .cut_json import CUT_SHORT, read_cut_json
+from .cut_json import CUT_SHORT, cut_short
 
 AGENT = "agent"
 LLM = "llm"
@@ -242,8 +242,8 @@ def plain(value: Any, depth: int = 0) -> Any:
 def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
     """Decode a JSON-string attribute; on failure keep the raw value and record why.
 
-    JSON cut short (an attribute value length limit) is read up to the cut, with an issue
-    saying so (``cut_json``). Structured values (lists/dicts, tuples and read-only mappings,
+    JSON cut short (an attribute value length limit) is kept raw too, its issue saying so
+    (``cut_json``). Structured values (lists/dicts, tuples and read-only mappings,
     as SDKs and OTLP arrays/kvlists give) come back as plain lists and dicts.
     """
     if not isinstance(value, str):
@@ -259,29 +259,24 @@ def parse_json_value(value: Any, attribute: str, issues: list[str]) -> Any:
         return _not_parsed(value, text, attribute, issues)
     if end != len(text):  # trailing data
         return _not_parsed(value, text, attribute, issues)
-    return _no_lone_surrogates(parsed, text)
-
-
-def _no_lone_surrogates(parsed: Any, text: str) -> Any:
     # A \ud800-\udfff escape can spell a lone surrogate, which no UTF-8 output accepts.
     return clean(parsed) if "\\u" in text and ("\\ud" in text or "\\uD" in text) else parsed
 
 
-def _not_parsed(value: str, text: str, attribute: str, issues: list[str]) -> Any:
-    """What a text that does not parse gives, with its issue: the value read up to the cut when the JSON was cut
-    short, else ``value`` kept raw (too long, or what ``json.loads(text)`` raises)."""
+def _not_parsed(value: str, text: str, attribute: str, issues: list[str]) -> str:
+    """``value`` kept raw, with the issue why: too long, cut short (an attribute value length limit), or what
+    ``json.loads(text)`` raises."""
     if len(text) > MAX_JSON_CHARS:
         issues.append(f"{attribute}: {len(text)} characters, over the {MAX_JSON_CHARS} parse limit; kept raw")
         return value
     try:
         json.loads(text)
     except (ValueError, RecursionError) as exc:
-        read = read_cut_json(text)
-        if read is not None:
+        if cut_short(text):
             issues.append(f"{attribute}: {CUT_SHORT} at {len(text)} characters (an attribute value length limit?); "
-                          "read up to the cut")
-            return _no_lone_surrogates(read[0], text)
-        issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
+                          "kept raw")
+        else:
+            issues.append(f"{attribute}: malformed JSON ({exc.__class__.__name__}: {str(exc)[:120]}); kept raw")
     return value
 
 

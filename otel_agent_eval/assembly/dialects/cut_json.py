@@ -1,20 +1,21 @@
-"""JSON cut short: a value read up to where its text was cut.
+"""JSON cut short: told apart from malformed JSON, so the loss is said and counted for what it is.
 
 SDKs cut attribute values at ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (the Collector's ``truncate_all`` and
 backends' size limits do the same), which leaves a message attribute's JSON unterminated:
 ``[{"role": "assistant", "parts": [{"type": "text", "content": "It is sunny in Pa``. Such a text is the start
-of valid JSON; closing it where it stops reads what was recorded (``... "content": "It is sunny in Pa"}]}]``)
-instead of losing the whole message. Only on the failure path of parsing: a text that parses is never read here.
+of valid JSON: closing it where it stops mends it. The value is still not read: the start of a cut list reads as a
+whole one whose last item is not the last (a LangGraph state cut before its final message would give an earlier
+message as the final response, the last user message of a cut history an earlier task). Only on the failure path
+of parsing: a text that parses is never looked at here.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 CUT_SHORT = "JSON cut short"
-"""What the issue of a value read this way says (``base.parse_json_value``); ``rules.Scope.recording_losses``
+"""What the issue of a value cut short says (``base.parse_json_value``); ``rules.Scope.recording_losses``
 counts the issues that say it (``AgentTrace.values_cut_short``)."""
 
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*("?)|[\[\]{},]', re.DOTALL)
@@ -27,12 +28,17 @@ _HIGH_SURROGATE = re.compile(r"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})$"
 _CLOSING = {"[": "]", "{": "}"}
 
 
-def read_cut_json(text: str) -> tuple[Any] | None:
-    """The value of ``text`` closed where it was cut, in a 1-tuple; None when ``text`` does not look cut inside
-    an array or object, closing it does not mend it (a syntax error before the cut), or nothing is read (``{``).
+def is_cut_short(value: object) -> bool:
+    """Is ``value`` a JSON text cut short, kept raw by ``base.parse_json_value`` (which said so in an issue)?"""
+    return isinstance(value, str) and value[:1] in "[{" and cut_short(value.strip())
+
+
+def cut_short(text: str) -> bool:
+    """Is ``text`` (which does not parse) the start of JSON cut inside an array or object: does closing it where it
+    stops mend it? Not when a syntax error comes before the cut, nor when nothing whole precedes it (``{``).
 
     Closing is tried twice: at the cut (the open string, then each open bracket), then, for a cut inside a key,
-    a number or a literal, back at the last comma (the part after it is dropped).
+    a number or a literal, back at the last comma (the part after it dropped).
     """
     owed: list[str] = []  # closing brackets still owed, innermost last
     at_commas: list[tuple[int, str]] = []  # each comma outside strings: where, and what closes the text there
@@ -48,9 +54,9 @@ def read_cut_json(text: str) -> tuple[Any] | None:
         elif token == ",":
             at_commas.append((match.start(), "".join(reversed(owed))))
         elif not owed or owed.pop() != token:
-            return None
+            return False
     if not owed:  # a whole value with an error in it, or a bare string or scalar cut short: nothing to close
-        return None
+        return False
     closing = "".join(reversed(owed))
     candidates = []
     if open_string >= 0:
@@ -70,5 +76,5 @@ def read_cut_json(text: str) -> tuple[Any] | None:
             value = json.loads(candidate)
         except (ValueError, RecursionError):
             continue
-        return (value,) if value else None
-    return None
+        return bool(value)
+    return False

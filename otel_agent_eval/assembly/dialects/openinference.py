@@ -43,6 +43,7 @@ from .base import (
     text_of,
     usage_from,
 )
+from .cut_json import is_cut_short
 from .indexed import indexed_fields
 from .langgraph import langchain_text, langchain_tool_output, langgraph_task
 
@@ -319,8 +320,12 @@ def _io_text(attrs: Any, key: str, issues: list[str]) -> str | None:
     value = attrs.get(key)
     if not present(value):
         return None
-    data = parse_json_value(value, key, [])
+    found: list[str] = []
+    data = parse_json_value(value, key, found)
     if isinstance(data, str):
+        if is_cut_short(data):  # its start is no answer nor task: the steps say more, the run counts the cut
+            issues.extend(found)
+            return None
         return None if _PYTHON_REPR.match(data) else data  # a repr is no text: the steps say more
     if isinstance(data, dict) and isinstance(data.get("messages"), list):  # LangGraph state
         return langchain_text(data["messages"], "user" if key == "input.value" else "assistant")

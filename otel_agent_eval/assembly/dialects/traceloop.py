@@ -57,6 +57,7 @@ from .base import (
     tool_message,
     unwrap_tool_payload,
 )
+from .cut_json import is_cut_short
 from .langgraph import LANGGRAPH_TASK_KEYS, langchain_text, langchain_tool_output, langgraph_task, parent_command
 
 MARKERS = ("traceloop.span.kind",)
@@ -110,8 +111,9 @@ def extract(record: SpanRecord, op: Operation) -> None:
         _extract_tool(attrs, op, raw_input, raw_output)
     elif kind == AGENT:  # ``fill`` of three fields, spelled out
         name = first_str(attrs, ENTITY_NAME)
-        entity_input = None if raw_input is _ABSENT else unwrap_tool_payload(raw_input)
-        entity_output = None if raw_output is _ABSENT else unwrap_tool_payload(raw_output)
+        # a payload cut short (kept raw, its issue says so) is no task nor answer: the model calls say more
+        entity_input = None if raw_input is _ABSENT or is_cut_short(raw_input) else unwrap_tool_payload(raw_input)
+        entity_output = None if raw_output is _ABSENT or is_cut_short(raw_output) else unwrap_tool_payload(raw_output)
         if name and op.agent_name is None:
             op.agent_name = name
         task = _state_text(entity_input, "user")

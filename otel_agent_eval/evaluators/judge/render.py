@@ -279,8 +279,8 @@ def record_notes(trace: AgentTrace, view: JudgeView, items: tuple[str, int] | No
                      "the start of long message histories and other early data may be missing from what is shown.")
     if trace.values_cut_short:
         notes.append(f"{trace.values_cut_short} recorded values were cut short by the tracer (an attribute value length "
-                     "limit) and are shown up to the cut: a text that ends abruptly ends where the recording stopped, "
-                     "not where the agent stopped.")
+                     "limit) and could not be read: what they held (the task, texts, tool results, the final response) "
+                     "may be missing from what is shown, through no doing of the agent.")
     if trace.cut and not trace.final_output:
         notes.append("No final response was recorded, most likely because of the cut: its absence is not the agent's doing.")
     if view.steps_summarized:
