@@ -7,6 +7,9 @@ real run below (LangGraph ``create_react_agent``, the real OpenInference LangCha
 model, the SDK's default limits) must come out with the count on the evaluation span, in the judge's prompt
 (a real HTTP server speaking the OpenAI API), in the judge result's details and in the metric; with the limit
 raised, nothing of that. The count travels through OTLP too (the SDK's own encoder, protobuf and JSON).
+
+Values cut by a value length limit (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) carry no count; JSON cut that way is
+told from malformed JSON, counted, and not read: not taken for a task or an answer either.
 """
 
 from __future__ import annotations
@@ -331,10 +334,11 @@ def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() 
     assert details["judged"]["values_cut_short"] == 1
 
 
-def test_a_final_response_cut_to_nothing_is_not_held_against_the_agent() -> None:
-    """The answer's message cut before its text: no final response could be read. task_completion is skipped
-    (``partial_trace``) without asking the judge, rather than failed for what was never recorded."""
-    run = run_with_value_limit(60, ANSWER)
+def test_a_final_response_cut_short_is_not_held_against_the_agent() -> None:
+    """The answer's message cut at 200 characters (the task's fits): its JSON is not read, so no final response is
+    known. task_completion is skipped (``partial_trace``) without asking the judge; before, it asked about a run
+    that "answered nothing" and failed the agent for what the recorder dropped."""
+    run = run_with_value_limit(200, ANSWER)
     logs, metrics, prompts = run.logs, run.metrics, run.prompts
     assert prompts == []
     [result] = [r.log_record for r in logs if (r.log_record.attributes or {}).get("gen_ai.evaluation.name") == "task_completion"]
