@@ -111,8 +111,8 @@ class SpanRecord:
     parent_is_remote: bool = False
     resource: Mapping[str, Any] = field(default_factory=lambda: NO_RESOURCE)
     dropped_attributes_count: int = 0
-    """Attributes the producer's SDK dropped at its span limits (OTLP's field of the same name): the
-    oldest first in the OpenTelemetry SDKs, so a long message history loses its start."""
+    """Attributes the producer's SDK dropped at its span limits (OTLP's field of the same name): the Python
+    SDK drops the oldest (a long flattened message history loses its start), the JavaScript SDK the newest."""
     dropped_events_count: int = 0
     """Span events the producer's SDK dropped at its span limits (OTLP's field of the same name)."""
 
