@@ -376,3 +376,32 @@ def test_an_openllmetry_agent_payload_cut_short_is_not_taken_for_the_answer() ->
     assert run.values_cut_short == 1 and run.cut
     assert run.issues == [("traceloop.entity.output: JSON cut short at 60 characters (an attribute value length "
                            "limit?); kept raw")]
+
+
+def test_an_openllmetry_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real OpenLLMetry LangChain instrumentation records the graph's state as ``traceloop.entity.output``;
+    cut at 600 characters it was the run's final response (``{"outputs": {"messages": [{"lc": 1, ...``)."""
+    pytest.importorskip("opentelemetry.instrumentation.langchain")
+    from tests.frameworks import langgraph_scenarios as sc
+    from tests.test_frameworks_openllmetry import FullyUninstrumentedLangchainInstrumentor
+
+    monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "true")
+
+    def researcher(provider: TracerProvider) -> None:
+        instrumentor = FullyUninstrumentedLangchainInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                sc.run_researcher()
+        finally:
+            instrumentor.uninstrument()
+
+    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher)
+    [workflow] = [s for s in run.app_spans if s.name == "researcher.workflow"]
+    assert len(workflow.attributes["traceloop.entity.output"]) == 600  # the setup: the state was cut
+    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    assert evaluation.attributes["agent_eval.values_cut_short"] >= 1
+    [prompt] = run.prompts
+    assert json.dumps(sc.ANSWER)[1:-1] in prompt and '"lc": 1' not in prompt and "constructor" not in prompt
