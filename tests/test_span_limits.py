@@ -303,16 +303,12 @@ def run_with_value_limit(limit: int | None, final: str) -> LimitedRun:
 ANSWER = "It is sunny in Paris today: 21 degrees, a light breeze from the west, and clear skies all afternoon. " * 3
 
 
-def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() -> None:
-    """OpenInference records the LangGraph graph's whole state as its ``output.value`` JSON; cut at 600 characters
-    it was taken, raw, for the run's final response (a JSON fragment). Now the answer comes from the last model
-    call, the cut is counted, and the judge is told."""
+def researcher_under(instrumentor_class: Any) -> Callable[[TracerProvider], None]:
+    """The LangGraph researcher scenario traced by a LangChain instrumentation on the provider it is given."""
     from tests.frameworks import langgraph_scenarios as sc
 
     def researcher(provider: TracerProvider) -> None:
-        from openinference.instrumentation.langchain import LangChainInstrumentor
-
-        instrumentor = LangChainInstrumentor()
+        instrumentor = instrumentor_class()
         instrumentor.instrument(tracer_provider=provider)
         try:
             with warnings.catch_warnings():
@@ -321,7 +317,18 @@ def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() 
         finally:
             instrumentor.uninstrument()
 
-    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher)
+    return researcher
+
+
+def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() -> None:
+    """OpenInference records the LangGraph graph's whole state as its ``output.value`` JSON; cut at 600 characters
+    it was taken, raw, for the run's final response (a JSON fragment). Now the answer comes from the last model
+    call, the cut is counted, and the judge is told."""
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    from tests.frameworks import langgraph_scenarios as sc
+
+    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher_under(LangChainInstrumentor))
     [graph] = [s for s in run.app_spans if s.name == "researcher"]
     assert len(graph.attributes["output.value"]) == 600  # the setup: the state was cut
     [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
@@ -387,18 +394,8 @@ def test_an_openllmetry_langgraph_state_cut_by_the_value_limit_is_not_taken_for_
     from tests.test_frameworks_openllmetry import FullyUninstrumentedLangchainInstrumentor
 
     monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "true")
-
-    def researcher(provider: TracerProvider) -> None:
-        instrumentor = FullyUninstrumentedLangchainInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                sc.run_researcher()
-        finally:
-            instrumentor.uninstrument()
-
-    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher)
+    run = evaluated_in_process(SpanLimits(max_attribute_length=600),
+                               researcher_under(FullyUninstrumentedLangchainInstrumentor))
     [workflow] = [s for s in run.app_spans if s.name == "researcher.workflow"]
     assert len(workflow.attributes["traceloop.entity.output"]) == 600  # the setup: the state was cut
     [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
