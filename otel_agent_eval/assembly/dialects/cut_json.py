@@ -29,8 +29,12 @@ _CLOSING = {"[": "]", "{": "}"}
 
 
 def is_cut_short(value: object) -> bool:
-    """Is ``value`` a JSON text cut short, kept raw by ``base.parse_json_value`` (which said so in an issue)?"""
-    return isinstance(value, str) and value[:1] in "[{" and cut_short(value.strip())
+    """Is ``value`` a JSON text cut short, kept raw by ``base.parse_json_value`` (which said so in an issue)?
+    Read as that function reads it: surrounding whitespace aside."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    return text[:1] in ("[", "{") and cut_short(text)
 
 
 def cut_short(text: str) -> bool:
