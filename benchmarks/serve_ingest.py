@@ -23,7 +23,8 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
 - memory: a fresh server with settle delay and idle timeout of 10 minutes, admission off, so
   every trace stays buffered; RSS delta (``VmRSS``) / buffered traces, once all are buffered.
 
-The server is pinned to one CPU and the clients to another when there are two.
+The server is pinned to one CPU and the clients to another when there are two, so that the clients'
+work does not evict serve's caches; ``--no-pin`` lets both use every CPU, as an unpinned deployment does.
 
 ``--stages``: where the CPU goes, the same path on one thread without threads or HTTP
 (decode -> buffer -> assemble -> 4 evaluators -> Prometheus sink -> OTel sink -> OTLP requests of
@@ -460,10 +461,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="--stages: rounds (default 3)")
     parser.add_argument("--export-protocol", default="http/protobuf", choices=("http/protobuf", "grpc"),
                         help="how serve exports its results to this process's receiver")
+    parser.add_argument("--no-pin", action="store_true", help="server and clients share every CPU (default: one each)")
     args = parser.parse_args()
     count = 10 if args.quick else args.requests
     cpus: tuple[int | None, int | None] = (None, None)
-    if hasattr(os, "sched_getaffinity"):
+    if hasattr(os, "sched_getaffinity") and not args.no_pin:
         available = sorted(os.sched_getaffinity(0))
         cpus = (available[0], available[1] if len(available) > 1 else None)
         if cpus[1] is not None:
@@ -475,7 +477,7 @@ def main() -> None:
             print_stages(batches, spans, traces, kind, args.rounds)
         return
     print(f"  {spans} spans in {traces} traces ({spans / traces:.1f} spans/trace); server on CPU {cpus[0]}, "
-          f"clients ({SENDERS} threads) on CPU {cpus[1]}; admission off, no rate cap, {EVALUATORS} deterministic "
+          f"clients ({SENDERS} threads) on CPU {cpus[1]} (None: any); admission off, no rate cap, {EVALUATORS} deterministic "
           f"evaluators, results exported over OTLP {args.export_protocol}", flush=True)
     kinds = args.transports.split(",")
     figures: dict[str, list[int]] = {kind: [] for kind in kinds}
