@@ -15,8 +15,9 @@ What is measured, per transport (a fresh ``serve`` subprocess each):
   OTLP/JSON bodies (hex ids, as the spec says) with ``requests``;
 - the figure: spans / CPU-seconds of the serve process (``/proc/<pid>/stat`` utime + stime: all
   its threads) from just before the first batch to the moment every run is evaluated and every
-  evaluation span and result record has reached the receiver (``/metrics`` polled 4 times a second
-  meanwhile: each scrape costs serve ~1 ms of CPU). Wall time is printed too, but on a shared machine
+  evaluation span and result record has reached the receiver (watched in this process; serve's
+  ``/metrics`` is read once that is so, to confirm it: a scrape costs serve 1-3 ms of CPU, which at the 4 a
+  second this used to poll was 1-2 % of the figure). Wall time is printed too, but on a shared machine
   it says little; CPU time depends less on what else runs (caches still do: compare side by side).
 - the verdict: on the median of ``--repeat`` runs per transport (default 3, interleaved across the
   transports), printed with its range: one run of the same commit moves +-20 % on a shared VM;
@@ -36,7 +37,11 @@ direct encoder (``sinks/otlp_direct.py``: each span and record encoded as it is 
 request joined from those bytes) or, on trees without it, the SDK's span and log objects with
 serve's resource, encoded by the SDK's OTLP encoders as its exporters do it.
 
-Usage:  python benchmarks/serve_ingest.py [--requests 40] [--repeat 3] [--quick] [--stages]
+``--base REF``: serve as of another commit measured too, alternating with this tree run by run (its dependencies
+are this environment's), and this tree's figure over the base's printed, per transport: the ratio is what one run
+of this benchmark can say on a machine whose absolute figures move with its neighbours.
+
+Usage:  python benchmarks/serve_ingest.py [--requests 40] [--repeat 3] [--quick] [--stages] [--base REF]
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from otel_agent_eval.cli.demo import SCENARIOS
 from tests.serve.server_process import GrpcReceiver, Receiver
+
+REPO = Path(__file__).resolve().parents[1]
 
 SPANS_PER_REQUEST = 512
 SENDERS = 4
@@ -114,11 +121,11 @@ def otlp_json(batch: Sequence[ReadableSpan]) -> bytes:
 
 class Server:
     def __init__(self, cpu: int | None, env: dict[str, str], export_to: str | None,
-                 export_protocol: str = "http/protobuf") -> None:
+                 export_protocol: str = "http/protobuf", tree: Path = REPO) -> None:
         self.out = tempfile.NamedTemporaryFile("w+", suffix=".out", delete=False)
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         full_env.update(
-            PYTHONUNBUFFERED="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+            PYTHONUNBUFFERED="1", PYTHONPATH=str(tree),
             OTEL_AGENT_EVAL_MAX_TRACES_PER_SECOND="0", OTEL_AGENT_EVAL_MAX_EVALUATIONS_PER_SECOND="0",
             OTEL_AGENT_EVAL_MAX_BUFFERED_TRACES="200000", OTEL_AGENT_EVAL_MAX_INTAKE_SPANS="1000000",
             OTEL_AGENT_EVAL_MAX_BUFFERED_BYTES="0", OTEL_AGENT_EVAL_MAX_QUEUED_EVALUATIONS="100000",
@@ -138,6 +145,7 @@ class Server:
             [sys.executable, "-m", "otel_agent_eval", "serve", "--host", "127.0.0.1", "--http-port", "0",
              "--grpc-port", "0", "--admin-port", "0"],
             stdout=self.out, stderr=subprocess.DEVNULL, env=full_env, preexec_fn=pin,
+            cwd=tree,  # ``-m`` puts the working directory first on sys.path, ahead of PYTHONPATH
         )
         deadline = time.monotonic() + 30
         while True:
@@ -234,6 +242,20 @@ def sender_factory(kind: str, server: Server) -> Callable[[], Callable[[Any], bo
     return make
 
 
+def wait_for_receiver(receiver: Any, spans: int, quiet: float) -> None:
+    """Until ``receiver`` holds ``spans`` evaluation spans and their results, or has had nothing new for ``quiet`` s."""
+    seen, since = -1, time.monotonic()
+    while True:
+        count = len(receiver.evaluation_spans())
+        if count >= spans and len(receiver.results()) >= EVALUATORS * spans:
+            return
+        if count != seen:
+            seen, since = count, time.monotonic()
+        elif time.monotonic() - since > quiet:
+            return
+        time.sleep(0.05)
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -243,9 +265,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
 
 
 def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: int, cpu: int | None,
-            export_protocol: str = "http/protobuf") -> dict[str, Any]:
+            export_protocol: str = "http/protobuf", tree: Path = REPO) -> dict[str, Any]:
     receiver = GrpcReceiver() if export_protocol == "grpc" else Receiver()
-    server = Server(cpu, {}, receiver.endpoint, export_protocol)
+    server = Server(cpu, {}, receiver.endpoint, export_protocol, tree)
     try:
         items: list[Any] = [otlp_json(b) for b in batches] if kind == "http/json" else batches
         warmup = sender_factory(kind, server)()
@@ -256,6 +278,7 @@ def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: in
                    60, "warm-up exported")
         time.sleep(0.5)
         before = server.metrics()
+        expected_spans = len(receiver.evaluation_spans()) + len({s.context.trace_id for batch in batches[1:] for s in batch})
         cpu_before, wall_before = server.cpu_seconds(), time.perf_counter()
         failed = send_all(sender_factory(kind, server), rest)
         sent_at = time.perf_counter()
@@ -268,8 +291,10 @@ def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: in
             return (completed >= traces and evaluated >= runs and len(receiver.evaluation_spans()) >= evaluated
                     and len(receiver.results()) >= EVALUATORS * evaluated)
 
-        # A scrape of /metrics costs serve ~1 ms of CPU: polled 4 times a second, not 20, so that
-        # the benchmark's own watching stays a small part of what it measures (Prometheus scrapes every 15 s or so).
+        # A scrape of /metrics costs serve 1-3 ms of CPU (Prometheus pays that every 15 s or so): the receiver, in
+        # this process, is watched until each measured trace's evaluation span and results are there (one run a
+        # trace) or nothing has come for 2 s; only then is serve asked, and its /metrics decide.
+        wait_for_receiver(receiver, expected_spans, quiet=2.0)
         wait_until(done, 600, "every trace evaluated and exported", interval=0.25)
         cpu_after, wall_after = server.cpu_seconds(), time.perf_counter()
         after = server.metrics()
@@ -289,6 +314,15 @@ def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: in
         "dropped": int(dropped["agent_eval_dropped_total"] + dropped["agent_eval_spans_dropped_total"]),
         "sink_errors": int(dropped["agent_eval_sink_errors_total"]),
     }
+
+
+def base_tree(ref: str) -> Path:
+    """A detached git worktree of ``ref`` in a temporary directory: serve runs from it with ``PYTHONPATH`` (ahead
+    of the installed package); its dependencies are this environment's."""
+    path = Path(tempfile.mkdtemp(prefix="serve-base-"))
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=REPO, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
 
 
 def measure_memory(batches: list[list[ReadableSpan]], traces: int, cpu: int | None) -> dict[str, Any]:
@@ -462,6 +496,9 @@ def main() -> None:
     parser.add_argument("--export-protocol", default="http/protobuf", choices=("http/protobuf", "grpc"),
                         help="how serve exports its results to this process's receiver")
     parser.add_argument("--no-pin", action="store_true", help="server and clients share every CPU (default: one each)")
+    parser.add_argument("--base", metavar="REF",
+                        help="also measure serve as of this git commit (a temporary worktree), alternating with this "
+                             "tree run by run, and print this tree's figure over the base's")
     args = parser.parse_args()
     count = 10 if args.quick else args.requests
     cpus: tuple[int | None, int | None] = (None, None)
@@ -480,21 +517,35 @@ def main() -> None:
           f"clients ({SENDERS} threads) on CPU {cpus[1]} (None: any); admission off, no rate cap, {EVALUATORS} deterministic "
           f"evaluators, results exported over OTLP {args.export_protocol}", flush=True)
     kinds = args.transports.split(",")
-    figures: dict[str, list[int]] = {kind: [] for kind in kinds}
-    for round_ in range(args.repeat):  # rounds interleave the transports, so a noisy minute hits all of them
-        for kind in kinds:
-            r = measure(kind, batches, spans, traces, cpus[0], args.export_protocol)
-            figures[kind].append(r["spans_per_cpu_s"])
-            print(f"{kind:<14} {r['spans_per_cpu_s']:>7} spans per CPU-second of serve (round {round_ + 1}); "
-                  f"{r['spans']} spans, {r['runs_evaluated']} runs evaluated and exported, CPU {r['cpu_s']} s, "
-                  f"wall {r['wall_s']} s (sending {r['send_s']} s); failed requests {r['failed_requests']}, "
-                  f"dropped {r['dropped']}, sink errors {r['sink_errors']}", flush=True)
+    base = base_tree(args.base) if args.base else None
+    trees = {"this tree": REPO} | ({f"base {args.base}": base} if base else {})
+    figures: dict[tuple[str, str], list[int]] = {(kind, tree): [] for kind in kinds for tree in trees}
+    try:
+        for round_ in range(args.repeat):  # rounds interleave the transports (and trees): a noisy minute hits all of them
+            for kind in kinds:
+                for tree, path in trees.items():
+                    r = measure(kind, batches, spans, traces, cpus[0], args.export_protocol, path)
+                    figures[kind, tree].append(r["spans_per_cpu_s"])
+                    label = f"{kind} ({tree})" if base else kind
+                    print(f"{label:<14} {r['spans_per_cpu_s']:>7} spans per CPU-second of serve (round {round_ + 1}); "
+                          f"{r['spans']} spans, {r['runs_evaluated']} runs evaluated and exported, CPU {r['cpu_s']} s, "
+                          f"wall {r['wall_s']} s (sending {r['send_s']} s); failed requests {r['failed_requests']}, "
+                          f"dropped {r['dropped']}, sink errors {r['sink_errors']}", flush=True)
+    finally:
+        if base:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO, check=False)
     for kind in kinds:
-        runs, goal = sorted(figures[kind]), GOALS[kind]
+        runs, goal = sorted(figures[kind, "this tree"]), GOALS[kind]
         median = statistics.median(runs)
         verdict = "met" if median >= goal else "NOT met"
         print(f"{kind:<14} median {median:>7.0f} spans per CPU-second of serve over {len(runs)} runs "
               f"(min {runs[0]}, max {runs[-1]}; goal >= {goal}: {verdict})", flush=True)
+        if base:
+            base_runs = figures[kind, f"base {args.base}"]
+            pairs = sorted(a / b for a, b in zip(figures[kind, "this tree"], base_runs))
+            print(f"{'':<14} base {args.base}: median {statistics.median(base_runs):.0f} (min {min(base_runs)}, max "
+                  f"{max(base_runs)}); this tree / base: {statistics.median(pairs):.2f}x (run by run "
+                  f"{pairs[0]:.2f}-{pairs[-1]:.2f}x)", flush=True)
     memory = measure_memory(batches, traces, cpus[0])
     print(f"memory         {memory['bytes_per_trace'] / 1024:>7.1f} KiB RSS per buffered trace "
           f"({memory['buffered_traces']} traces all buffered, RSS +{memory['rss_delta_mib']} MiB; "
