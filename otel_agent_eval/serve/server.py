@@ -7,7 +7,7 @@ buffering, assembly, sampling and evaluation as the in-process processor.
 Ports (the usual ones):
 
 - ``4318`` OTLP/HTTP: ``POST /v1/traces`` and ``/v1/logs``, ``application/x-protobuf``
-  or ``application/json``, optionally ``Content-Encoding`` gzip, deflate (or zlib) or zstd;
+  or ``application/json``, optionally ``Content-Encoding`` gzip, deflate (or zlib), zstd, snappy or lz4;
 - ``4317`` OTLP/gRPC: ``TraceService/Export`` and ``LogsService/Export`` (gzip too);
 - ``9464`` admin: ``/metrics`` (Prometheus), ``/healthz`` (liveness), ``/readyz`` (readiness).
 

@@ -16,7 +16,9 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
+import cramjam
 import grpc
+import lz4.frame
 import pytest
 import zstandard
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
@@ -249,6 +251,16 @@ def test_json_gzip_errors_and_health(tmp_path: Path, servers: list) -> None:
     zlib_doc = json.loads(json.dumps(doc).replace("json-agent", "zlib-agent").replace("0af76519", "2af76519"))
     assert _post(url, zlib.compress(json.dumps(zlib_doc).encode()), "application/json", "zlib")[0] == 200
     wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="zlib-agent") == 1, 10, "zlib trace assembled")
+    # ... and its others (were a 415 too): snappy in the block format (what it sends since v0.125) and framed (before,
+    # under the same name), x-snappy-framed, lz4 frames.
+    sent = [("snappy", cramjam.snappy.compress_raw), ("snappy", cramjam.snappy.compress),
+            ("x-snappy-framed", cramjam.snappy.compress), ("lz4", lz4.frame.compress)]
+    for digit, (encoding, compress) in enumerate(sent, start=3):
+        agent = f"{encoding}-{digit}-agent"
+        body = json.dumps(doc).replace("json-agent", agent).replace("0af76519", f"{digit}af76519").encode()
+        assert _post(url, bytes(compress(body)), "application/json", encoding)[0] == 200
+        wait_for(lambda agent=agent: server.metrics().sum("agent_eval_agent_traces_total", agent=agent) == 1, 10,
+                 f"{agent} trace assembled")
 
     assert server.get("/healthz")[0] == 200
     status, _, body = server.get("/readyz")

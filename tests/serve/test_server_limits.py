@@ -12,6 +12,7 @@ import socket
 import time
 import tracemalloc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -265,25 +266,114 @@ def test_grpc_messages_over_the_limit_are_counted_as_too_large() -> None:
         server.stop(drain_seconds=1)
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])
-def test_a_compressed_body_cut_short_is_invalid_not_partly_read(encoding: str) -> None:
-    """zlib (and zstandard's stream reader) hand back what they have of a stream cut short, without an error: a
-    body cut at a message boundary would have been taken as a smaller request (spans lost, 200 to the client)."""
+def _compressors() -> dict[str, Any]:
+    """Content-Encoding -> a compressor, as the Collector's otlphttp exporter sends it (snappy: the block format, what
+    it sends since v0.125; framed before, and as x-snappy-framed)."""
     import gzip
     import zlib
 
+    import cramjam
+    import lz4.frame
     import zstandard
 
+    return {"deflate": zlib.compress, "gzip": gzip.compress, "zstd": zstandard.ZstdCompressor().compress,
+            "snappy": lambda b: bytes(cramjam.snappy.compress_raw(b)),
+            "x-snappy-framed": lambda b: bytes(cramjam.snappy.compress(b)), "lz4": lz4.frame.compress}
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd", "snappy", "x-snappy-framed", "lz4"])
+def test_a_compressed_body_cut_short_is_invalid_not_partly_read(encoding: str) -> None:
+    """zlib (and zstandard's and lz4's stream readers) hand back what they have of a stream cut short, without an
+    error: a body cut at a message boundary would have been taken as a smaller request (spans lost, 200 to the
+    client)."""
     from otel_agent_eval.formats.otlp_json import OTLPDecodeError
     from otel_agent_eval.serve.outcome import TooLarge, decompress
 
     raw = b"0123456789" * 1000
-    whole = {"deflate": zlib.compress, "gzip": gzip.compress, "zstd": zstandard.ZstdCompressor().compress}[encoding](raw)
+    whole = _compressors()[encoding](raw)
     assert decompress(whole, encoding, LIMIT) == raw
-    with pytest.raises(OTLPDecodeError, match="truncated"):
+    with pytest.raises(OTLPDecodeError, match="truncated|invalid snappy body"):
         decompress(whole[:-12], encoding, LIMIT)
     with pytest.raises(TooLarge):
         decompress(whole, encoding, len(raw) - 1)
+
+
+def test_snappy_in_either_format_and_lz4_frames_as_the_collector_reads_them() -> None:
+    """``Content-Encoding: snappy`` is the block format or a framed stream, told apart by the stream identifier (the
+    Collector's receiver does the same: it sent framed snappy under that name before v0.125); lz4 bodies may hold
+    several frames. Checksums are checked, and anything after the data is an error, not dropped."""
+    import random
+
+    import cramjam
+    import lz4.frame
+
+    from otel_agent_eval.formats.otlp_json import OTLPDecodeError
+    from otel_agent_eval.serve.outcome import decompress
+
+    first, second = b"a" * 5000 + bytes(range(256)), b"b" * 70_000  # the second spans two 64 KiB snappy chunks
+    framed = bytes(cramjam.snappy.compress(first + second))
+    assert decompress(framed, "snappy", 1 << 20) == first + second
+    assert decompress(framed, "x-snappy-framed", 1 << 20) == first + second
+    noise = random.Random(0).randbytes(70_000)  # incompressible: stored in uncompressed chunks
+    assert decompress(bytes(cramjam.snappy.compress(noise)), "snappy", 1 << 20) == noise
+    assert decompress(bytes(cramjam.snappy.compress_raw(first)), "snappy", LIMIT) == first
+    corrupt = bytearray(framed)
+    corrupt[-100] ^= 0xFF
+    with pytest.raises(OTLPDecodeError, match="invalid snappy body"):
+        decompress(bytes(corrupt), "snappy", 1 << 20)
+    with pytest.raises(OTLPDecodeError, match="reserved chunk type 0x02"):
+        decompress(framed + b"\x02\x00\x00\x00", "snappy", 1 << 20)
+    frames = lz4.frame.compress(first) + lz4.frame.compress(second)
+    assert decompress(frames, "lz4", 1 << 20) == first + second
+    with pytest.raises(OTLPDecodeError, match="invalid lz4 body"):
+        decompress(lz4.frame.compress(first) + b"not lz4!", "lz4", LIMIT)
+
+
+@pytest.mark.parametrize("encoding", ["snappy", "x-snappy-framed", "lz4"])
+def test_a_snappy_or_lz4_bomb_is_refused_without_being_inflated(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 MiB of zeros. Snappy: the sizes it declares (the block's, each chunk's) are read and refused before
+    anything is inflated (cramjam's decoder, which allocates outside tracemalloc's view, is never called); lz4: at
+    most the limit is inflated."""
+    import cramjam
+    import lz4.frame
+
+    from otel_agent_eval.serve.outcome import TooLarge, decompress
+
+    zeros = bytes(1 << 20)
+    if encoding == "lz4":
+        compressor = lz4.frame.LZ4FrameCompressor()
+        bomb = compressor.begin() + b"".join(compressor.compress(zeros) for _ in range(256)) + compressor.flush()
+    elif encoding == "snappy":  # a block saying 256 MiB (its length, a little-endian base-128 varint), then data
+        bomb = bytes([0x80, 0x80, 0x80, 0x80, 0x01]) + bytes(cramjam.snappy.compress_raw(zeros))[3:]
+    else:  # a framed stream of 4 096 compressed 64 KiB chunks of zeros
+        stream = bytes(cramjam.snappy.compress(zeros))
+        bomb = stream[:10] + stream[10:] * 256
+    del zeros
+    inflated: list[str] = []
+    for name in ("decompress", "decompress_raw"):
+        real = getattr(cramjam.snappy, name)
+        monkeypatch.setattr(cramjam.snappy, name, lambda data, _real=real, _name=name: inflated.append(_name) or _real(data))
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge):
+            decompress(bomb, encoding, LIMIT)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MiB held while refusing it"
+    assert inflated == []
+
+
+def test_snappy_and_lz4_without_their_libraries_are_a_415_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from otel_agent_eval.serve.outcome import Unsupported, decompress
+
+    monkeypatch.setitem(sys.modules, "cramjam", None)
+    monkeypatch.setitem(sys.modules, "lz4.frame", None)
+    for encoding in ("snappy", "lz4"):
+        with pytest.raises(Unsupported, match=rf"Content-Encoding {encoding} needs the otlp extra"):
+            decompress(b"x", encoding, LIMIT)
 
 
 def test_every_gzip_member_is_read_and_nothing_after_a_stream_is_dropped() -> None:
