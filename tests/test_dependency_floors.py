@@ -26,7 +26,7 @@ from packaging.version import Version
 
 from tests.frameworks.venvs import ENVS, ROOT, framework_python
 from tests.openai_server import FakeOpenAI
-from tests.serve.server_process import SCENARIOS, Receiver, ServerProcess, run_scenarios, wait_for
+from tests.serve.server_process import SCENARIOS, Receiver, ServerProcess, run_scenarios, send_compressed_runs, wait_for
 
 FLOORED_EXTRAS = ("otlp", "judge")
 RESULTS_PER_RUN = 4  # the default deterministic evaluators
@@ -119,8 +119,10 @@ def test_serve_with_a_judge_at_the_floors(floor_python: Path, tmp_path: Path, re
         assert {r["attributes"]["gen_ai.evaluation.score.label"] for r in judged} == {"fail"}, judged
         assert all("scripted answer" in r["attributes"]["gen_ai.evaluation.explanation"] for r in judged), judged
         assert len(server.requests) == len(SCENARIOS)
+        send_compressed_runs(serve)  # snappy and lz4 bodies: cramjam and lz4 at their floors
+        wait_for(lambda: serve.metrics().sum("agent_eval_traces_evaluated_total") == len(SCENARIOS) + 4, 20,
+                 "the compressed runs evaluated")
         metrics = serve.metrics()
-        assert metrics.sum("agent_eval_traces_evaluated_total") == len(SCENARIOS)
         assert metrics.sum("agent_eval_sink_errors_total") == 0
         stopped = serve.stop()
         assert stopped["drained"] is True, stopped

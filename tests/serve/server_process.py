@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from email.message import Message
@@ -329,3 +330,38 @@ def run_scenarios(exporter: SpanExporter, scenarios: Sequence[Scenario], *, befo
     assert provider.force_flush(10_000)
     provider.shutdown()
     return trace_ids
+
+
+def post_body(url: str, body: bytes, content_type: str, encoding: str | None = None) -> tuple[int, Message, bytes]:
+    """POST ``body`` as it is (already encoded and compressed): status, headers and body of the answer."""
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
+    if encoding:
+        request.add_header("Content-Encoding", encoding)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+def send_compressed_runs(server: ServerProcess) -> None:
+    """One agent run in each compression the Collector's otlphttp exporter offers besides gzip, zlib and zstd (snappy
+    in the block format, what it sends since v0.125, and framed, what it sent before under the same name;
+    x-snappy-framed; lz4 frames), each answered 200 and assembled."""
+    import cramjam
+    import lz4.frame
+
+    sent = [("snappy", cramjam.snappy.compress_raw), ("snappy", cramjam.snappy.compress),
+            ("x-snappy-framed", cramjam.snappy.compress), ("lz4", lz4.frame.compress)]
+    for n, (encoding, compress) in enumerate(sent):
+        agent = f"{encoding}-{n}-agent"
+        doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+            "traceId": f"{n + 0xC0:02x}f7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+            "name": f"invoke_agent {agent}", "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+            "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+                           {"key": "gen_ai.agent.name", "value": {"stringValue": agent}}]}]}]}]}
+        status, _, answer = post_body(f"{server.http_endpoint}/v1/traces", bytes(compress(json.dumps(doc).encode())),
+                                      "application/json", encoding)
+        assert status == 200, (encoding, answer)
+        wait_for(lambda agent=agent: server.metrics().sum("agent_eval_agent_traces_total", agent=agent) == 1, 10,
+                 f"{agent} assembled")

@@ -12,13 +12,10 @@ import urllib.request
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
-import cramjam
 import grpc
-import lz4.frame
 import pytest
 import zstandard
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
@@ -33,7 +30,16 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from tests.openai_server import FakeOpenAI, user_text
-from tests.serve.server_process import SCENARIO_BY_NAME, SCENARIOS, Receiver, ServerProcess, run_scenarios, wait_for
+from tests.serve.server_process import (
+    SCENARIO_BY_NAME,
+    SCENARIOS,
+    Receiver,
+    ServerProcess,
+    post_body,
+    run_scenarios,
+    send_compressed_runs,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -67,17 +73,6 @@ def _genai_request(count: int, trace_byte: int = 1) -> ExportTraceServiceRequest
         for i in range(count)
     ]
     return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])])
-
-
-def _post(url: str, body: bytes, content_type: str, encoding: str | None = None) -> tuple[int, Message, bytes]:
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
-    if encoding:
-        request.add_header("Content-Encoding", encoding)
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
 
 
 # --------------------------------------------------------------------------- end to end
@@ -229,38 +224,30 @@ def test_json_gzip_errors_and_health(tmp_path: Path, servers: list) -> None:
         "startTimeUnixNano": "1", "endTimeUnixNano": "2",
         "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
                        {"key": "gen_ai.agent.name", "value": {"stringValue": "json-agent"}}]}]}]}]}
-    status, headers, body = _post(url, gzip.compress(json.dumps(doc).encode()), "application/json", "gzip")
+    status, headers, body = post_body(url, gzip.compress(json.dumps(doc).encode()), "application/json", "gzip")
     assert status == 200 and headers["Content-Type"] == "application/json"
     assert json.loads(body) == {}
     wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="json-agent") == 1, 10, "json trace assembled")
 
     logs = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"eventName": "gen_ai.user.message", "body": {"stringValue": "hi"},
                                                                "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203332"}]}]}]}
-    assert _post(f"{server.http_endpoint}/v1/logs", json.dumps(logs).encode(), "application/json")[0] == 200
-    assert _post(url, b"{not json", "application/json")[0] == 400
-    assert _post(url, b"\xff\xff\xff", "application/x-protobuf")[0] == 400
-    assert _post(url, b"x", "text/plain")[0] == 415
-    assert _post(url, b"x", "application/json", "br")[0] == 415
-    assert _post(f"{server.http_endpoint}/v2/traces", b"{}", "application/json")[0] == 404
-    assert _post(url, b"not gzip", "application/json", "gzip")[0] == 400
+    assert post_body(f"{server.http_endpoint}/v1/logs", json.dumps(logs).encode(), "application/json")[0] == 200
+    assert post_body(url, b"{not json", "application/json")[0] == 400
+    assert post_body(url, b"\xff\xff\xff", "application/x-protobuf")[0] == 400
+    assert post_body(url, b"x", "text/plain")[0] == 415
+    assert post_body(url, b"x", "application/json", "br")[0] == 415
+    assert post_body(f"{server.http_endpoint}/v2/traces", b"{}", "application/json")[0] == 404
+    assert post_body(url, b"not gzip", "application/json", "gzip")[0] == 400
     # The Collector's otlphttp exporter offers compression: zstd.
     zstd_doc = json.loads(json.dumps(doc).replace("json-agent", "zstd-agent").replace("0af76519", "1af76519"))
-    assert _post(url, zstandard.ZstdCompressor().compress(json.dumps(zstd_doc).encode()), "application/json", "zstd")[0] == 200
+    assert post_body(url, zstandard.ZstdCompressor().compress(json.dumps(zstd_doc).encode()), "application/json", "zstd")[0] == 200
     wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="zstd-agent") == 1, 10, "zstd trace assembled")
     # ... and compression: zlib, sent as Content-Encoding: zlib (was a 415, which the exporter does not retry).
     zlib_doc = json.loads(json.dumps(doc).replace("json-agent", "zlib-agent").replace("0af76519", "2af76519"))
-    assert _post(url, zlib.compress(json.dumps(zlib_doc).encode()), "application/json", "zlib")[0] == 200
+    assert post_body(url, zlib.compress(json.dumps(zlib_doc).encode()), "application/json", "zlib")[0] == 200
     wait_for(lambda: server.metrics().sum("agent_eval_agent_traces_total", agent="zlib-agent") == 1, 10, "zlib trace assembled")
-    # ... and its others (were a 415 too): snappy in the block format (what it sends since v0.125) and framed (before,
-    # under the same name), x-snappy-framed, lz4 frames.
-    sent = [("snappy", cramjam.snappy.compress_raw), ("snappy", cramjam.snappy.compress),
-            ("x-snappy-framed", cramjam.snappy.compress), ("lz4", lz4.frame.compress)]
-    for digit, (encoding, compress) in enumerate(sent, start=3):
-        agent = f"{encoding}-{digit}-agent"
-        body = json.dumps(doc).replace("json-agent", agent).replace("0af76519", f"{digit}af76519").encode()
-        assert _post(url, bytes(compress(body)), "application/json", encoding)[0] == 200
-        wait_for(lambda agent=agent: server.metrics().sum("agent_eval_agent_traces_total", agent=agent) == 1, 10,
-                 f"{agent} trace assembled")
+    # ... and its others (were a 415 too): snappy (block and framed), x-snappy-framed, lz4.
+    send_compressed_runs(server)
 
     assert server.get("/healthz")[0] == 200
     status, _, body = server.get("/readyz")
@@ -282,7 +269,7 @@ def test_http_partial_success_then_429(tmp_path: Path, servers: list) -> None:
                            env={"OTEL_AGENT_EVAL_MAX_INTAKE_SPANS": "5"})
     servers.append(server)
     url = f"{server.http_endpoint}/v1/traces"
-    status, _, body = _post(url, _genai_request(50).SerializeToString(), "application/x-protobuf")
+    status, _, body = post_body(url, _genai_request(50).SerializeToString(), "application/x-protobuf")
     assert status == 200
     response = ExportTraceServiceResponse.FromString(body)
     rejected = response.partial_success.rejected_spans
@@ -291,7 +278,7 @@ def test_http_partial_success_then_429(tmp_path: Path, servers: list) -> None:
     # Above the high-water mark (1 span) the whole request is refused until the collector thread drains.
     seen = None
     for attempt in range(200):
-        status, headers, _ = _post(url, _genai_request(5, trace_byte=2 + attempt % 200).SerializeToString(), "application/x-protobuf")
+        status, headers, _ = post_body(url, _genai_request(5, trace_byte=2 + attempt % 200).SerializeToString(), "application/x-protobuf")
         if status == 429:
             seen = headers
             break
@@ -370,7 +357,7 @@ def test_draining_server_refuses_with_503(tmp_path: Path, servers: list) -> None
     server.start()
     try:
         server._draining = True
-        status, headers, _ = _post(f"http://127.0.0.1:{server.ports['http']}/v1/traces",
+        status, headers, _ = post_body(f"http://127.0.0.1:{server.ports['http']}/v1/traces",
                                    _genai_request(1).SerializeToString(), "application/x-protobuf")
         assert status == 503 and headers["Retry-After"] == "1"
         with urllib.request.urlopen(f"http://127.0.0.1:{server.ports['admin']}/healthz", timeout=5) as r:
@@ -412,7 +399,7 @@ def test_connections_beyond_the_cap_get_503_and_idle_ones_are_closed() -> None:
         for sock in idle:
             assert sock.recv(1024) == b""
         wait_for(lambda: len(connections) == 0, 10, "slots freed")
-        status, _, _ = _post(url, request, "application/x-protobuf")
+        status, _, _ = post_body(url, request, "application/x-protobuf")
         assert status == 200
     finally:
         for sock in idle:
@@ -472,7 +459,7 @@ def test_results_sent_back_to_serve_are_not_evaluated_again(tmp_path: Path, rece
              20, "results")
     received = server.metrics().sum("agent_eval_spans_received_total")
     for path, _, body in list(receiver.requests):
-        status, _, _ = _post(f"{server.http_endpoint}{path}", body, "application/x-protobuf")
+        status, _, _ = post_body(f"{server.http_endpoint}{path}", body, "application/x-protobuf")
         assert status == 200, path
     metrics = server.metrics()  # answered: the requests were taken in whole
     assert metrics.sum("agent_eval_server_own_spans_total") == len(trace_ids)
