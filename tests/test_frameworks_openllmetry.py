@@ -52,15 +52,16 @@ from tests.frameworks.harness import (
     call,
     differences,
     only,
-    shape,
     step,
     trace,
 )
 from tests.frameworks.langgraph_run import (
     RESEARCHER_LABELS,
     LangGraphRun,
+    assembled_shapes,
     in_request_order,
     instrumented_run,
+    no_empty_arguments,
     researcher_trace,
 )
 
@@ -270,24 +271,6 @@ def test_failed_tool_results(failing_run: LangGraphRun) -> None:
         ("looker", "loop_detection"): "pass",
         ("looker", "step_budget"): "pass",
     }
-
-
-def assembled_shapes(runner: Any, scenario: Any) -> list[dict[str, Any]]:
-    runs = runner(scenario, [])
-    done = next(runs)
-    try:
-        return [shape(t) for t in assemble_with_logs(done.spans, done.telemetry.logs())]
-    finally:
-        runs.close()
-
-
-def no_empty_arguments(value: Any) -> Any:
-    """``arguments: {}`` as ``None``: OpenInference records no arguments for a call made with none."""
-    if isinstance(value, dict):
-        return {k: None if k == "arguments" and v == {} else no_empty_arguments(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [no_empty_arguments(v) for v in value]
-    return value
 
 
 @pytest.mark.parametrize("scenario", [sc.run_team, sc.run_handoff_team], ids=["supervisor", "handoff_tools"])

@@ -402,3 +402,24 @@ def test_an_openllmetry_langgraph_state_cut_by_the_value_limit_is_not_taken_for_
     assert evaluation.attributes["agent_eval.values_cut_short"] >= 1
     [prompt] = run.prompts
     assert json.dumps(sc.ANSWER)[1:-1] in prompt and '"lc": 1' not in prompt and "constructor" not in prompt
+
+
+def test_a_langgraph_state_cut_in_langsmiths_export_is_not_taken_for_the_answer() -> None:
+    """LangSmith's OTel export records the graph's whole state as ``gen_ai.completion`` JSON; cut at 600 characters,
+    it is counted and not read, and the record the judge gets holds the task, every tool call with its result, and
+    the answer from the last model call (before this dialect was read, the task and answer were raw JSON)."""
+    from tests.frameworks import langgraph_scenarios as sc
+    from tests.frameworks.langgraph_run import LangSmithOtel
+
+    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher_under(LangSmithOtel))
+    [graph] = [s for s in run.app_spans if s.name == "researcher"]
+    assert len(graph.attributes["gen_ai.completion"]) == 600  # the setup: the state was cut
+    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    assert evaluation.attributes["agent_eval.values_cut_short"] == 1
+    [prompt] = run.prompts
+    record = json.loads(prompt)["messages"][-1]["content"]
+    assert f"TASK (user input): {json.dumps(sc.QUESTION)}" in record
+    assert f"FINAL RESPONSE: {json.dumps(sc.ANSWER)}" in record
+    assert record.count('result: "no results"') == 3 and 'result: "404 not found"' in record
+    assert "1 recorded values were cut short by the tracer" in record
+    assert 'agent_eval_span_limit_dropped_total{kind="values_cut_short"} 1.0' in run.metrics

@@ -113,6 +113,13 @@ LANGGRAPH_OPENLLMETRY = Stack(
     arguments='unwrapped from the callback envelope `{"input_str", "inputs", ...}`',
     tool_errors="ERROR + exception event, no result",
     agents="model named only in `ls_model_name` metadata; no usage; multi-agent graphs as under OpenInference")
+LANGGRAPH_LANGSMITH = Stack(
+    "LangGraph 1.x `create_react_agent`", "LangSmith 0.15 OTel export (`tracing_mode=\"otel\"`)",
+    call_ids="from the tool span (`gen_ai.tool.call.id`) and its ToolMessage",
+    arguments="the tool span's `gen_ai.prompt` (`{}` for a call made with none)",
+    tool_errors="(not in scenario)",
+    agents="the graph span (a chain with no node) is the agent, its state the task and answer; sub-graphs found by "
+           "their node under the outer node task's namespace; handoffs as under OpenInference")
 STRANDS = Stack(
     "Strands 1.62 (streaming OpenAI provider)", "native GenAI spans, default and `gen_ai_latest_experimental`",
     call_ids="yes",
@@ -284,7 +291,7 @@ VERCEL = {
 }
 
 STACKS: tuple[Stack, ...] = (
-    OPENAI_AGENTS, OPENAI_AGENTS_OPENLLMETRY, OPENAI_V2, LANGGRAPH, LANGGRAPH_OPENLLMETRY, STRANDS, PYDANTIC_AI,
+    OPENAI_AGENTS, OPENAI_AGENTS_OPENLLMETRY, OPENAI_V2, LANGGRAPH, LANGGRAPH_OPENLLMETRY, LANGGRAPH_LANGSMITH, STRANDS, PYDANTIC_AI,
     SMOLAGENTS_TOOL_CALLING, SMOLAGENTS_CODE, LLAMAINDEX_FUNCTION, LLAMAINDEX_REACT, SEMANTIC_KERNEL,
     SEMANTIC_KERNEL_SPANS, *AUTOGEN.values(), *CREWAI.values(), AGNO, *ADK.values(), *VERCEL.values(),
 )

@@ -19,7 +19,27 @@ from prometheus_client import CollectorRegistry
 from otel_agent_eval import AgentTrace, ToolExpectation, install
 from tests.conftest import Telemetry, make_telemetry
 from tests.frameworks import langgraph_scenarios as sc
-from tests.frameworks.harness import OWN_SCOPE, RecordingSink, call, only, step, trace
+from tests.frameworks.harness import OWN_SCOPE, RecordingSink, assemble_with_logs, call, only, shape, step, trace
+
+
+class LangSmithOtel:
+    """LangSmith's own OTel export (``Client(tracing_mode="otel")``) on the run's tracer provider, used as an
+    instrumentor: LangChain's tracer writes each run as a span of that provider; no LangSmith server is asked."""
+
+    def __init__(self, hide_content: bool = False) -> None:
+        self.hide_content = hide_content  # the client's ``hide_inputs`` / ``hide_outputs``
+
+    def instrument(self, tracer_provider: Any) -> None:
+        from langsmith import Client, tracing_context
+
+        self.client = Client(tracing_mode="otel", otel_tracer_provider=tracer_provider, api_key="unused",
+                             hide_inputs=self.hide_content, hide_outputs=self.hide_content)
+        self.context = tracing_context(enabled=True, client=self.client)
+        self.context.__enter__()
+
+    def uninstrument(self) -> None:
+        self.context.__exit__(None, None, None)
+        self.client.flush()
 
 
 @dataclass
@@ -124,3 +144,22 @@ RESEARCHER_LABELS = {
     ("researcher", "step_budget"): "pass",
 }
 """(agent, evaluator) -> label the processor gives ``sc.run_researcher``, whichever instrumentation traced it."""
+
+
+def assembled_shapes(runner: Any, scenario: Any) -> list[dict[str, Any]]:
+    """The AgentTraces ``runner`` (``instrumented_run`` or another tracer's) assembles from ``scenario``, as shapes."""
+    runs = runner(scenario, [])
+    done = next(runs)
+    try:
+        return [shape(t) for t in assemble_with_logs(done.spans, done.telemetry.logs())]
+    finally:
+        runs.close()
+
+
+def no_empty_arguments(value: Any) -> Any:
+    """``arguments: {}`` as ``None``: OpenInference records no arguments for a call made with none."""
+    if isinstance(value, dict):
+        return {k: None if k == "arguments" and v == {} else no_empty_arguments(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [no_empty_arguments(v) for v in value]
+    return value

@@ -464,15 +464,16 @@ def unwrap_tool_payload(value: Any) -> Any:
 def tool_message(value: Any) -> tuple[Any, str | None, bool] | None:
     """A serialized LangChain ``ToolMessage`` as ``(content, tool_call_id, failed)``, else None.
 
-    Two serializations occur: ``{"type": "tool", "data": {"content", "tool_call_id", "status"}}``
-    (``messages_to_dict``; OpenInference's LangChain tracer) and the ``dumpd`` constructor form
-    ``{"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {...}}``.
+    Three serializations occur: ``{"type": "tool", "data": {"content", "tool_call_id", "status"}}``
+    (``messages_to_dict``; OpenInference's LangChain tracer), the ``dumpd`` constructor form
+    ``{"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {...}}``, and the message's own
+    fields ``{"type": "tool", "content", "tool_call_id", "status"}`` (``model_dump``; LangSmith's OTel export).
     """
     if not isinstance(value, dict):
         return None
     data = None
-    if value.get("type") == "tool" and isinstance(value.get("data"), dict):
-        data = value["data"]
+    if value.get("type") == "tool":
+        data = value["data"] if isinstance(value.get("data"), dict) else value
     elif (value.get("lc") == 1 and isinstance(value.get("kwargs"), dict) and isinstance(value.get("id"), list)
           and value["id"] and value["id"][-1] == "ToolMessage"):
         data = value["kwargs"]
@@ -492,11 +493,15 @@ input. Raised to steer the graph, not failures; OpenLLMetry still ends their spa
 def _control_flow(record: SpanRecord) -> bool:
     """Did the span end ERROR only because a ``CONTROL_FLOW_ERRORS`` exception went through it? Every
     exception event's type must be one (the first that is not answers), else, with no exception
-    event, ``error.type``. Only the types are read: not the message, nor the stack trace."""
+    event, ``error.type``. Only the types are read: not the message, nor the stack trace, but for
+    LangSmith's OTel export, which records every exception as type ``Exception`` with its message
+    starting ``ParentCommand(...)``: the name before the parenthesis is the type."""
     raised = False
     for event in record.events:
         if event.name == "exception":
             kind = str(event.attributes.get("exception.type", ""))
+            if kind == "Exception":
+                kind = str(event.attributes.get("exception.message", "")).partition("(")[0]
             if kind[kind.rfind(".") + 1:] not in CONTROL_FLOW_ERRORS:  # ``rsplit(".", 1)[-1]``
                 return False
             raised = True

@@ -30,14 +30,27 @@ from typing import Any
 
 from ...records import SpanRecord
 from ..rules import CLOCK_SKEW_NS, Rule, Scope
-from .base import AGENT, LLM, TOOL, Operation, parse_json_value, present, text_of, tool_message
+from .base import (
+    AGENT,
+    LLM,
+    TOOL,
+    Message,
+    Operation,
+    RequestedCall,
+    as_str,
+    parse_json_value,
+    present,
+    text_of,
+    tool_message,
+)
 
 DEFAULT_GRAPH_NAME = "LangGraph"
 """The name LangGraph gives a compiled graph (and ``create_react_agent``) when none is passed."""
 
 
 _LANGCHAIN_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
-                    "AIMessage": "assistant", "HumanMessage": "user", "AIMessageChunk": "assistant"}
+                    "AIMessage": "assistant", "HumanMessage": "user", "AIMessageChunk": "assistant",
+                    "system": "system", "SystemMessage": "system", "tool": "tool", "ToolMessage": "tool"}
 
 
 def langchain_text(messages: list[Any], role: str) -> str | None:
@@ -63,12 +76,73 @@ def langchain_text(messages: list[Any], role: str) -> str | None:
     return None
 
 
+def langchain_message(item: Any) -> Message | None:
+    """A LangChain message as a ``Message`` (its role, text, requested tool calls, a tool's result), else None.
+
+    Given as a ``(role, text)`` pair, or serialized as a ``dumpd`` constructor (``{"lc": 1, "id": [..., "AIMessage"], "kwargs": {...}}``), by
+    ``messages_to_dict`` (``{"type", "data": {...}}``) or as the message's own fields (``{"type": "ai", "content",
+    "tool_calls"}``: ``model_dump``, what LangSmith's OTel export writes for a graph's state).
+    """
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):  # a ``(role, text)`` pair
+        kind, data = item[0], {"content": item[1]}
+    elif not isinstance(item, dict):
+        return None
+    elif item.get("lc") == 1 and isinstance(item.get("kwargs"), dict) and isinstance(item.get("id"), list):
+        kind, data = (item["id"] or [None])[-1], item["kwargs"]
+    elif isinstance(item.get("data"), dict) and "type" in item:
+        kind, data = item["type"], item["data"]
+    elif "type" in item and "content" in item:
+        kind, data = item["type"], item
+    else:
+        return None
+    role = _LANGCHAIN_ROLES.get(str(kind))
+    if role is None:
+        return None
+    content = data.get("content")
+    if role == "tool":
+        return Message("tool", tool_results=[(as_str(data.get("tool_call_id")), content)])
+    text = text_of(content) if content not in (None, "", []) else None
+    calls = [RequestedCall(str(call["name"]), call.get("args"), as_str(call.get("id")))
+             for call in data.get("tool_calls") or () if isinstance(call, dict) and present(call.get("name"))]
+    return Message(role, texts=[text] if text else [], tool_calls=calls)
+
+
+def langchain_messages(data: Any) -> list[Message] | None:
+    """The messages of a LangChain payload, else None (unless every item is a LangChain message: no half reading).
+
+    A chat model run's input ``{"messages": [[...]]}`` (a list per prompt of the batch: the first), a graph's
+    state ``{"messages": [...]}``, a bare list, or a model's ``LLMResult`` ``{"generations": [[{"text",
+    "message"}]]}`` (the first prompt's generations). LangSmith's OTel export records each run's inputs and
+    outputs so.
+    """
+    if isinstance(data, dict):
+        generations = data.get("generations")
+        if isinstance(generations, list):
+            first = generations[0] if generations and isinstance(generations[0], list) else []
+            out = [langchain_message(g.get("message")) or (Message("assistant", texts=[str(g["text"])])
+                                                           if present(g.get("text")) else None)
+                   for g in first if isinstance(g, dict)]
+            messages = [m for m in out if m is not None]
+            return messages or None
+        data = data.get("messages")
+    if isinstance(data, list) and data and isinstance(data[0], list) and langchain_message(data[0]) is None:
+        data = data[0]  # a batch's first prompt, not a ``(role, text)`` pair
+    if not isinstance(data, list) or not data:
+        return None
+    messages = [langchain_message(item) for item in data]
+    return None if None in messages else messages  # type: ignore[return-value]
+
+
 LANGGRAPH_TASK_KEYS = (
     "traceloop.association.properties.langgraph_node",
     "traceloop.association.properties.langgraph_checkpoint_ns",
 )
 """Where OpenLLMetry's LangChain instrumentation puts LangGraph's run metadata (OpenInference:
 one ``metadata`` JSON attribute)."""
+LANGSMITH_NODE, LANGSMITH_NAMESPACE = "langsmith.metadata.langgraph_node", "langsmith.metadata.langgraph_checkpoint_ns"
+"""Where LangSmith's OTel export puts it. Its namespace is the outermost node task's (a metadata key inherited from
+the parent run: ``research:<id>`` inside the ``research`` sub-graph's ``agent`` node, where the other tracers
+record ``research:<id>|agent:<id>``): a span whose node is not the one its namespace names is given the level."""
 
 
 def langgraph_task(attrs: Any) -> tuple[str | None, str | None]:
@@ -82,6 +156,10 @@ def langgraph_task(attrs: Any) -> tuple[str | None, str | None]:
     node_key, namespace_key = LANGGRAPH_TASK_KEYS
     if node_key in attrs:
         node, namespace = attrs.get(node_key), attrs.get(namespace_key)
+    elif LANGSMITH_NODE in attrs:
+        node, namespace = attrs.get(LANGSMITH_NODE), attrs.get(LANGSMITH_NAMESPACE)
+        if present(node) and present(namespace) and str(namespace).rpartition("|")[2].partition(":")[0] != node:
+            namespace = f"{namespace}|{node}"  # inside a sub-graph (LangSmith keeps the outer node task's namespace)
     else:
         metadata = attrs.get("metadata")
         if metadata is None or (isinstance(metadata, str) and "langgraph_node" not in metadata):

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...records import SpanEvent, SpanRecord
 from .base import (
+    AGENT,
     LLM,
     NOT_SPECIFIED,
     OTHER,
@@ -36,9 +37,12 @@ from .base import (
     parse_json_value,
     present,
     text_of,
+    unwrap_tool_payload,
     usage_from,
 )
+from .cut_json import is_cut_short
 from .indexed import Flattened, Pick
+from .langgraph import LANGSMITH_NODE, langchain_messages, langchain_tool_output, langgraph_task
 from .semconv import parse_message
 
 MARKERS = ("llm.request.type",)
@@ -54,7 +58,7 @@ STRING_EVENTS = {"gen_ai.content.prompt": "gen_ai.prompt", "gen_ai.content.compl
 REQUEST_TYPES = {"chat": LLM, "completion": LLM}
 LANGSMITH_KINDS = {"llm": LLM, "chat_model": LLM, "tool": TOOL}
 DETECT_KEYS = (*MARKERS, "gen_ai.prompt", "gen_ai.completion", "gen_ai.prompt.0.role", "gen_ai.completion.0.role",
-               "gen_ai.completion.0.content")
+               "gen_ai.completion.0.content", "langsmith.span.kind")
 CONFIRM_KEYS = DETECT_KEYS
 """``detect`` is true for a span with any of its keys: a span signalled by one is not asked again."""
 DETECT_EVENTS = (*MESSAGE_EVENTS, CHOICE_EVENT, *STRING_EVENTS)
@@ -63,6 +67,8 @@ DETECT_EVENTS = (*MESSAGE_EVENTS, CHOICE_EVENT, *STRING_EVENTS)
 def detect(record: SpanRecord) -> bool:
     attrs = record.attributes
     if "llm.request.type" in attrs or "gen_ai.prompt" in attrs or "gen_ai.completion" in attrs:
+        return True
+    if "langsmith.span.kind" in attrs:  # LangSmith's export, its inputs and outputs hidden or not
         return True
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs or "gen_ai.completion.0.content" in attrs:
         return True
@@ -74,6 +80,8 @@ def detect(record: SpanRecord) -> bool:
 def kind(record: SpanRecord) -> str | None:
     attrs = record.attributes
     if "langsmith.span.kind" in attrs:
+        if LANGSMITH_NODE not in attrs and attrs.get("langsmith.metadata.ls_integration") == "langgraph":
+            return AGENT  # a LangGraph graph run as no node of another: the run (its nodes carry their node's name)
         return LANGSMITH_KINDS.get(str(attrs["langsmith.span.kind"]).lower(), OTHER)
     if "llm.request.type" in attrs:
         value = attrs["llm.request.type"]
@@ -87,6 +95,9 @@ def guess_kind(record: SpanRecord) -> str | None:
 
 def extract(record: SpanRecord, op: Operation) -> None:
     attrs = record.attributes
+    if LANGSMITH_NODE in attrs:  # the LangGraph node task a span of LangSmith's export runs in
+        node, namespace = langgraph_task(attrs)
+        fill(op, graph_node=node, graph_namespace=namespace)
     if op.provider is None:  # ``fill``, spelled out: this runs on every model call of these instrumentations
         op.provider = first_str(attrs, "gen_ai.system")
     if op.model is None:
@@ -94,6 +105,9 @@ def extract(record: SpanRecord, op: Operation) -> None:
     kind = op.kind
     if kind == TOOL:
         _extract_tool(record, op)
+        return
+    if kind == AGENT:
+        _extract_graph(record, op)
         return
     if kind != LLM:
         return
@@ -278,8 +292,15 @@ def _single_string(record: SpanRecord, key: str, role: str, issues: list[str]) -
 
 
 def messages_from_any(value: Any, role: str, attribute: str, issues: list[str]) -> list[Message]:
-    """A prompt/completion given as a message list, a ``{"messages": [...]}`` object or plain text."""
+    """A prompt/completion given as a message list, a ``{"messages": [...]}`` object, a LangChain payload
+    (``langchain_messages``: LangSmith's OTel export) or plain text."""
     data = parse_json_value(value, attribute, issues)
+    if is_cut_short(data) or data == {} or data == []:  # a cut start (counted) or nothing (LangSmith's hidden inputs)
+        return []
+    if isinstance(data, (dict, list)):
+        langchain = langchain_messages(data)
+        if langchain is not None:
+            return langchain
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         data = data["messages"]
     if isinstance(data, dict) and "role" in data:
@@ -362,14 +383,33 @@ def _with_blocks(item: dict[str, Any], attribute: str, issues: list[str]) -> Mes
     return parse_message(item, attribute, issues)
 
 
+def _extract_graph(record: SpanRecord, op: Operation) -> None:
+    """A LangGraph graph in LangSmith's export: its input and output states (``{"messages": [...]}``), named by the
+    compiled graph (read so by ``langgraph.SubgraphAgents`` too, for a graph run as a node of another)."""
+    attrs = record.attributes
+    if "langsmith.span.kind" not in attrs:
+        return
+    if present(attrs.get("gen_ai.prompt")) and op.input_messages is None:
+        op.input_messages = messages_from_any(attrs["gen_ai.prompt"], "user", "gen_ai.prompt", op.issues) or None
+    if present(attrs.get("gen_ai.completion")) and op.output_messages is None:  # the state's last answer
+        state = messages_from_any(attrs["gen_ai.completion"], "assistant", "gen_ai.completion", op.issues)
+        op.output_messages = [m for m in state if m.role == "assistant"][-1:] or None
+    if LANGSMITH_NODE not in attrs:
+        fill(op, agent_name=record.name)
+
+
 def _extract_tool(record: SpanRecord, op: Operation) -> None:
     """Tool spans: LangSmith strings, or Strands' ``gen_ai.tool.message`` / ``gen_ai.choice`` events."""
     attrs = record.attributes
     issues = op.issues
-    if present(attrs.get("gen_ai.prompt")):
-        fill(op, tool_arguments=parse_json_value(attrs["gen_ai.prompt"], "gen_ai.prompt", issues))
-    if present(attrs.get("gen_ai.completion")):
-        fill(op, tool_result=maybe_json(attrs["gen_ai.completion"], "gen_ai.completion", issues))
+    if present(attrs.get("gen_ai.prompt")):  # ``{}``: no arguments, or LangSmith's hidden inputs: not known here
+        arguments = parse_json_value(attrs["gen_ai.prompt"], "gen_ai.prompt", issues)
+        if arguments != {}:
+            fill(op, tool_arguments=arguments)
+    if present(attrs.get("gen_ai.completion")):  # LangSmith: {"output": <the ToolMessage>}, its call id and status
+        result = unwrap_tool_payload(maybe_json(attrs["gen_ai.completion"], "gen_ai.completion", issues))
+        if result != {}:  # ``{}``: LangSmith's hidden outputs
+            fill(op, tool_result=langchain_tool_output(op, result))
     for event in record.events:
         if event.name == "gen_ai.tool.message":
             fill(op, tool_arguments=bedrock_result(parse_json_value(event.attributes.get("content"), "gen_ai.tool.message.content", issues)))

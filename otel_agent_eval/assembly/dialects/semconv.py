@@ -96,8 +96,8 @@ def detect(record: SpanRecord) -> bool:
 
 def kind(record: SpanRecord) -> str | None:
     operation = record.attributes.get("gen_ai.operation.name")
-    if operation is None:
-        return None
+    if operation is None or "langsmith.span.kind" in record.attributes:  # LangSmith calls a prompt run "chat" too:
+        return None  # its own kind says what the span is (``legacy.kind``)
     return OPERATION_KINDS.get(operation, OTHER)  # embeddings, retrieval, memory...: not part of a step
 
 

@@ -1,0 +1,121 @@
+"""Acceptance: LangGraph ``create_react_agent`` runs traced by LangSmith's own OTel export (``langsmith`` 0.15,
+``Client(tracing_mode="otel", otel_tracer_provider=...)``: LangChain's tracer writes each run as a span of the app's
+provider, no LangSmith server), with the scripted model of ``tests/frameworks/langgraph_scenarios.py`` and the
+processor installed (``tests/frameworks/langgraph_run.py``).
+
+What the export writes (0.15.1): a span per LangChain run, ``langsmith.span.kind`` ``chain`` / ``llm`` / ``tool`` /
+``prompt``, with ``gen_ai.operation.name`` ``chain`` / ``chat`` / ``execute_tool`` (``chat`` for a prompt template
+too); each run's inputs and outputs as JSON in ``gen_ai.prompt`` / ``gen_ai.completion``: a chat model's
+``{"messages": [[<dumpd messages>]]}`` and its ``LLMResult`` ``{"generations": [[{"text", "message"}]]}``, a tool's
+arguments and ``{"output": <the ToolMessage's fields>}``, a graph's state ``{"messages": [...]}``; LangGraph's
+metadata as ``langsmith.metadata.langgraph_node`` / ``langgraph_checkpoint_ns`` (the outermost node task's
+namespace, inside a sub-graph too); a handoff's ``ParentCommand`` as an exception event of type ``Exception``.
+
+What this found: the run's task and answer were the raw JSON of the first prompt and of the last ``LLMResult``, a
+tool's result its ``{"output": ...}`` wrapper, a prompt template a model call, sub-agents not found and handoffs
+errors. Now each scenario assembles as under OpenInference, but for ``{}`` where a call was made with no arguments
+(OpenInference records none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+pytest.importorskip("langsmith")
+
+from otel_agent_eval import ToolExpectation
+from tests.frameworks import langgraph_scenarios as sc
+from tests.frameworks.fidelity import LANGGRAPH_LANGSMITH, by_param, fidelity
+from tests.frameworks.harness import assemble_with_logs, differences, shape
+from tests.frameworks.langgraph_run import (
+    RESEARCHER_LABELS,
+    LangGraphRun,
+    LangSmithOtel,
+    assembled_shapes,
+    instrumented_run,
+    no_empty_arguments,
+)
+
+EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
+
+
+def langsmith_run(scenario: Any, expectations: list[ToolExpectation]) -> Iterator[LangGraphRun]:
+    return instrumented_run(scenario, expectations, instrumentor=LangSmithOtel)
+
+
+@pytest.fixture(scope="module")
+def run() -> Iterator[LangGraphRun]:
+    yield from langsmith_run(sc.run_researcher, EXPECTATIONS)
+
+
+def test_the_export_is_what_the_module_says(run: LangGraphRun) -> None:
+    """The shapes read: no OpenInference or OpenLLMetry attribute, LangSmith's kinds, JSON payloads."""
+    spans = run.spans
+    assert run.output == sc.ANSWER and run.flushed is True
+    assert not any(k.startswith(("openinference.", "traceloop.", "llm.")) for s in spans for k in s.attributes)
+    kinds = {s.name: s.attributes["langsmith.span.kind"] for s in spans}
+    assert kinds["researcher"] == "chain" and kinds["ScriptedToolModel"] == "llm" and kinds["search"] == "tool"
+    [first_search] = [s for s in spans if s.attributes.get("gen_ai.tool.call.id") == "call_search_1"]
+    assert first_search.attributes["gen_ai.prompt"] == '{"query":"x"}'
+    assert first_search.attributes["gen_ai.completion"].startswith('{"output":{"content":"no results"')
+    model = next(s for s in spans if s.name == "ScriptedToolModel")
+    assert model.attributes["gen_ai.completion"].startswith('{"generations":[[')
+
+
+@fidelity(LANGGRAPH_LANGSMITH, "parallel tools", "loop of identical calls")
+def test_assembled_and_evaluated_as_under_openinference(run: LangGraphRun) -> None:
+    openinference = assembled_shapes(instrumented_run, sc.run_researcher)
+    assembled = [shape(t) for t in assemble_with_logs(run.spans, run.telemetry.logs())]
+    evaluated = [shape(e.trace) for e in run.recorder.evaluated]
+    assert assembled == openinference, "\n".join(differences(assembled, openinference))
+    assert evaluated == openinference, "\n".join(differences(evaluated, openinference))
+    [researcher] = evaluated
+    assert (researcher["input"], researcher["final_output"]) == (sc.QUESTION, sc.ANSWER)
+
+
+def test_processor_results(run: LangGraphRun, metric_samples: Any) -> None:
+    labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
+    assert labels == RESEARCHER_LABELS
+    m = metric_samples(run.registry)
+    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == {("researcher",): 1.0}
+    assert m.value("agent_eval_processor_errors_total") == 0.0
+
+
+@pytest.mark.parametrize("scenario", [sc.run_team, sc.run_handoff_team], ids=["supervisor", "handoff_tools"])
+@fidelity(LANGGRAPH_LANGSMITH, by_param("scenario", {sc.run_team: "subgraphs as nodes",
+                                                     sc.run_handoff_team: "handoff tools (`transfer_to_*`)"}))
+def test_multi_agent_runs_assemble_as_under_openinference(scenario: Any) -> None:
+    """A sub-graph's spans carry the outer node task's namespace (``research:<id>``) with their own node
+    (``agent``): each sub-agent is still found, a child of the step that sent it work; a handoff's
+    ``ParentCommand`` (an ``Exception`` event) is no failure."""
+    langsmith = assembled_shapes(langsmith_run, scenario)
+    openinference = assembled_shapes(instrumented_run, scenario)
+    assert no_empty_arguments(langsmith) == no_empty_arguments(openinference), "\n".join(
+        differences(langsmith, openinference))
+    [top] = langsmith
+    shape_of = (top["agent_name"], len(top["steps"]), top["status"], top["final_output"],
+                [(c["agent_name"], len(c["steps"]), c["parent_step_index"]) for c in top["children"]])
+    first = "team" if scenario is sc.run_team else "supervisor"
+    assert shape_of == (first, 3, "ok", sc.TEAM_ANSWER, [("research_expert", 2, 0), ("writer", 2, 1)])
+
+
+def test_with_inputs_and_outputs_hidden_the_steps_and_calls_remain() -> None:
+    """``hide_inputs`` / ``hide_outputs`` (``LANGSMITH_HIDE_INPUTS`` / ``_OUTPUTS``): every payload is written as
+    ``{}``. That is no message, no arguments and no result: task, texts, arguments and results are unknown (None),
+    not the text ``[{}]`` nor ``{}`` arguments a validity check would fail; the turns and each call, by its id, remain."""
+    runs = instrumented_run(sc.run_researcher, EXPECTATIONS, instrumentor=lambda: LangSmithOtel(hide_content=True))
+    done = next(runs)
+    try:
+        assert {s.attributes.get("gen_ai.completion") for s in done.spans} == {"{}"}  # the setup: all hidden
+        [researcher] = [e.trace for e in done.recorder.evaluated]
+    finally:
+        runs.close()
+    assert (researcher.agent_name, researcher.input, researcher.final_output) == ("researcher", None, None)
+    assert [[(c.name, c.call_id, c.arguments, c.result) for c in s.tool_calls] for s in researcher.steps] == [
+        [("search", "call_search_1", None, None), ("fetch_page", "call_fetch_1", None, None)],
+        [("search", "call_search_2", None, None)], [("search", "call_search_3", None, None)], []]
+    assert all(s.thought is None and s.output is None for s in researcher.steps)
