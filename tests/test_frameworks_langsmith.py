@@ -32,10 +32,10 @@ from tests.frameworks import langgraph_scenarios as sc
 from tests.frameworks.fidelity import LANGGRAPH_LANGSMITH, by_param, fidelity
 from tests.frameworks.harness import assemble_with_logs, differences, shape
 from tests.frameworks.langgraph_run import (
-    RESEARCHER_LABELS,
     LangGraphRun,
     LangSmithOtel,
     assembled_shapes,
+    assert_researcher_results,
     instrumented_run,
     no_empty_arguments,
 )
@@ -78,11 +78,7 @@ def test_assembled_and_evaluated_as_under_openinference(run: LangGraphRun) -> No
 
 
 def test_processor_results(run: LangGraphRun, metric_samples: Any) -> None:
-    labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
-    assert labels == RESEARCHER_LABELS
-    m = metric_samples(run.registry)
-    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == {("researcher",): 1.0}
-    assert m.value("agent_eval_processor_errors_total") == 0.0
+    assert_researcher_results(run, metric_samples(run.registry))
 
 
 @pytest.mark.parametrize("scenario", [sc.run_team, sc.run_handoff_team], ids=["supervisor", "handoff_tools"])

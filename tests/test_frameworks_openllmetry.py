@@ -56,9 +56,9 @@ from tests.frameworks.harness import (
     trace,
 )
 from tests.frameworks.langgraph_run import (
-    RESEARCHER_LABELS,
     LangGraphRun,
     assembled_shapes,
+    assert_researcher_results,
     in_request_order,
     instrumented_run,
     no_empty_arguments,
@@ -224,12 +224,7 @@ def test_processor_evaluated_the_same_steps(run: LangGraphRun) -> None:
 
 
 def test_processor_results(run: LangGraphRun, metric_samples: Any) -> None:
-    labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
-    assert labels == RESEARCHER_LABELS
-    m = metric_samples(run.registry)
-    assert m.by_labels("agent_eval_traces_evaluated_total", "agent") == {("researcher",): 1.0}
-    assert m.value("agent_eval_processor_errors_total") == 0.0
-    assert sum(m.by_labels("agent_eval_traces_completed_total", "reason").values()) == 1.0
+    assert_researcher_results(run, metric_samples(run.registry))
 
 
 def expected_failing_trace(run: LangGraphRun) -> AgentTrace:

@@ -320,6 +320,16 @@ def researcher_under(instrumentor_class: Any) -> Callable[[TracerProvider], None
     return researcher
 
 
+def cut_state_run(instrumentor_class: Any, graph_span: str, attribute: str) -> tuple[LimitedRun, ReadableSpan]:
+    """The LangGraph researcher traced by ``instrumentor_class`` under a 600-character value limit, which cuts its
+    graph's state (``attribute`` of the ``graph_span`` span; checked): the run, and its judge evaluation span."""
+    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher_under(instrumentor_class))
+    [graph] = [s for s in run.app_spans if s.name == graph_span]
+    assert len(graph.attributes[attribute]) == 600  # the setup: the state was cut
+    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    return run, evaluation
+
+
 def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() -> None:
     """OpenInference records the LangGraph graph's whole state as its ``output.value`` JSON; cut at 600 characters
     it was taken, raw, for the run's final response (a JSON fragment). Now the answer comes from the last model
@@ -328,10 +338,7 @@ def test_a_langgraph_state_cut_by_the_value_limit_is_not_taken_for_the_answer() 
 
     from tests.frameworks import langgraph_scenarios as sc
 
-    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher_under(LangChainInstrumentor))
-    [graph] = [s for s in run.app_spans if s.name == "researcher"]
-    assert len(graph.attributes["output.value"]) == 600  # the setup: the state was cut
-    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    run, evaluation = cut_state_run(LangChainInstrumentor, "researcher", "output.value")
     assert evaluation.attributes["agent_eval.values_cut_short"] == 1
     [prompt] = run.prompts
     assert json.dumps(sc.ANSWER)[1:-1] in prompt and "additional_kwargs" not in prompt  # not the state's JSON
@@ -394,11 +401,8 @@ def test_an_openllmetry_langgraph_state_cut_by_the_value_limit_is_not_taken_for_
     from tests.test_frameworks_openllmetry import FullyUninstrumentedLangchainInstrumentor
 
     monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "true")
-    run = evaluated_in_process(SpanLimits(max_attribute_length=600),
-                               researcher_under(FullyUninstrumentedLangchainInstrumentor))
-    [workflow] = [s for s in run.app_spans if s.name == "researcher.workflow"]
-    assert len(workflow.attributes["traceloop.entity.output"]) == 600  # the setup: the state was cut
-    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    run, evaluation = cut_state_run(FullyUninstrumentedLangchainInstrumentor, "researcher.workflow",
+                                    "traceloop.entity.output")
     assert evaluation.attributes["agent_eval.values_cut_short"] >= 1
     [prompt] = run.prompts
     assert json.dumps(sc.ANSWER)[1:-1] in prompt and '"lc": 1' not in prompt and "constructor" not in prompt
@@ -411,10 +415,7 @@ def test_a_langgraph_state_cut_in_langsmiths_export_is_not_taken_for_the_answer(
     from tests.frameworks import langgraph_scenarios as sc
     from tests.frameworks.langgraph_run import LangSmithOtel
 
-    run = evaluated_in_process(SpanLimits(max_attribute_length=600), researcher_under(LangSmithOtel))
-    [graph] = [s for s in run.app_spans if s.name == "researcher"]
-    assert len(graph.attributes["gen_ai.completion"]) == 600  # the setup: the state was cut
-    [evaluation] = [s for s in run.own_spans if s.name == "judge_agent researcher"]
+    run, evaluation = cut_state_run(LangSmithOtel, "researcher", "gen_ai.completion")
     assert evaluation.attributes["agent_eval.values_cut_short"] == 1
     [prompt] = run.prompts
     record = json.loads(prompt)["messages"][-1]["content"]

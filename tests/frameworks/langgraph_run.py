@@ -163,3 +163,13 @@ def no_empty_arguments(value: Any) -> Any:
     if isinstance(value, list):
         return [no_empty_arguments(v) for v in value]
     return value
+
+
+def assert_researcher_results(run: LangGraphRun, metrics: Any) -> None:
+    """The researcher scenario's evaluation, whatever traced it: each evaluator's label, the run counted, one trace
+    completed, no processor error (``metrics``: the ``metric_samples`` of the run's registry)."""
+    labels = {(e.trace.agent_name, r.evaluator): r.label for e in run.recorder.evaluated for r in e.results}
+    assert labels == RESEARCHER_LABELS
+    assert metrics.by_labels("agent_eval_traces_evaluated_total", "agent") == {("researcher",): 1.0}
+    assert metrics.value("agent_eval_processor_errors_total") == 0.0
+    assert sum(metrics.by_labels("agent_eval_traces_completed_total", "reason").values()) == 1.0

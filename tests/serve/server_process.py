@@ -270,11 +270,7 @@ class ServerProcess:
         request = urllib.request.Request(f"http://127.0.0.1:{self.ports['admin']}{path}")
         if accept:
             request.add_header("Accept", accept)
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                return response.status, response.headers, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.headers, error.read()
+        return answer_to(request)
 
     def metrics(self) -> Metrics:
         status, _, body = self.get("/metrics")
@@ -337,6 +333,11 @@ def post_body(url: str, body: bytes, content_type: str, encoding: str | None = N
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
     if encoding:
         request.add_header("Content-Encoding", encoding)
+    return answer_to(request)
+
+
+def answer_to(request: urllib.request.Request) -> tuple[int, Message, bytes]:
+    """Status, headers and body of the answer to ``request``, an HTTP error's too."""
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.headers, response.read()
