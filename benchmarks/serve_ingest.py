@@ -278,7 +278,8 @@ def measure(kind: str, batches: list[list[ReadableSpan]], spans: int, traces: in
                    60, "warm-up exported")
         time.sleep(0.5)
         before = server.metrics()
-        expected_spans = len(receiver.evaluation_spans()) + len({s.context.trace_id for batch in batches[1:] for s in batch})
+        measured_traces = {s.context.trace_id for batch in batches[1:] for s in batch}
+        expected_spans = len(receiver.evaluation_spans()) + len(measured_traces)
         cpu_before, wall_before = server.cpu_seconds(), time.perf_counter()
         failed = send_all(sender_factory(kind, server), rest)
         sent_at = time.perf_counter()
@@ -521,7 +522,7 @@ def main() -> None:
     trees = {"this tree": REPO} | ({f"base {args.base}": base} if base else {})
     figures: dict[tuple[str, str], list[int]] = {(kind, tree): [] for kind in kinds for tree in trees}
     try:
-        for round_ in range(args.repeat):  # rounds interleave the transports (and trees): a noisy minute hits all of them
+        for round_ in range(args.repeat):  # rounds interleave the transports and trees: a noisy minute hits all
             for kind in kinds:
                 for tree, path in trees.items():
                     r = measure(kind, batches, spans, traces, cpus[0], args.export_protocol, path)

@@ -102,7 +102,8 @@ def test_multi_agent_runs_assemble_as_under_openinference(scenario: Any) -> None
 def test_with_inputs_and_outputs_hidden_the_steps_and_calls_remain() -> None:
     """``hide_inputs`` / ``hide_outputs`` (``LANGSMITH_HIDE_INPUTS`` / ``_OUTPUTS``): every payload is written as
     ``{}``. That is no message, no arguments and no result: task, texts, arguments and results are unknown (None),
-    not the text ``[{}]`` nor ``{}`` arguments a validity check would fail; the turns and each call, by its id, remain."""
+    not the text ``[{}]`` nor ``{}`` arguments a validity check would fail; the turns and each call, by its id,
+    remain."""
     runs = instrumented_run(sc.run_researcher, EXPECTATIONS, instrumentor=lambda: LangSmithOtel(hide_content=True))
     done = next(runs)
     try:

@@ -352,7 +352,8 @@ def test_a_snappy_or_lz4_bomb_is_refused_without_being_inflated(encoding: str, m
     inflated: list[str] = []
     for name in ("decompress", "decompress_raw"):
         real = getattr(cramjam.snappy, name)
-        monkeypatch.setattr(cramjam.snappy, name, lambda data, _real=real, _name=name: inflated.append(_name) or _real(data))
+        monkeypatch.setattr(cramjam.snappy, name,
+                            lambda data, _real=real, _name=name: inflated.append(_name) or _real(data))
     tracemalloc.start()
     try:
         with pytest.raises(TooLarge):

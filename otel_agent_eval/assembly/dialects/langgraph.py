@@ -79,9 +79,10 @@ def langchain_text(messages: list[Any], role: str) -> str | None:
 def langchain_message(item: Any) -> Message | None:
     """A LangChain message as a ``Message`` (its role, text, requested tool calls, a tool's result), else None.
 
-    Given as a ``(role, text)`` pair, or serialized as a ``dumpd`` constructor (``{"lc": 1, "id": [..., "AIMessage"], "kwargs": {...}}``), by
-    ``messages_to_dict`` (``{"type", "data": {...}}``) or as the message's own fields (``{"type": "ai", "content",
-    "tool_calls"}``: ``model_dump``, what LangSmith's OTel export writes for a graph's state).
+    Given as a ``(role, text)`` pair, or serialized as a ``dumpd`` constructor (``{"lc": 1, "id": [...,
+    "AIMessage"], "kwargs": {...}}``), by ``messages_to_dict`` (``{"type", "data": {...}}``) or as the message's own
+    fields (``{"type": "ai", "content", "tool_calls"}``: ``model_dump``, what LangSmith's OTel export writes for a
+    graph's state).
     """
     if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):  # a ``(role, text)`` pair
         kind, data = item[0], {"content": item[1]}
