@@ -14,11 +14,13 @@ namespace, inside a sub-graph too); a handoff's ``ParentCommand`` as an exceptio
 What this found: the run's task and answer were the raw JSON of the first prompt and of the last ``LLMResult``, a
 tool's result its ``{"output": ...}`` wrapper, a prompt template a model call, sub-agents not found and handoffs
 errors. Now each scenario assembles as under OpenInference, but for ``{}`` where a call was made with no arguments
-(OpenInference records none).
+(OpenInference records none). Also LangSmith's manual tracing of a hand-written loop (``wrap_openai``, whose model
+calls record the OpenAI ChatCompletion, and ``@traceable`` tools), read as raw JSON before.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +41,7 @@ from tests.frameworks.langgraph_run import (
     instrumented_run,
     no_empty_arguments,
 )
+from tests.openai_server import FakeOpenAI, text, tool_calls
 
 EXPECTATIONS = [ToolExpectation(agent="researcher", expected_tools=["search", "fetch_page"])]
 
@@ -116,3 +119,61 @@ def test_with_inputs_and_outputs_hidden_the_steps_and_calls_remain() -> None:
         [("search", "call_search_1", None, None), ("fetch_page", "call_fetch_1", None, None)],
         [("search", "call_search_2", None, None)], [("search", "call_search_3", None, None)], []]
     assert all(s.thought is None and s.output is None for s in researcher.steps)
+
+
+WEATHER_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def run_openai_tool_loop() -> str:
+    """A hand-written tool loop traced with LangSmith alone: the OpenAI client wrapped by ``wrap_openai``, the agent
+    and its tool ``@traceable``, against a real HTTP server speaking the OpenAI API (one tool call, then an answer)."""
+    import openai
+    from langsmith import traceable
+    from langsmith.wrappers import wrap_openai
+
+    @traceable(run_type="tool", name="get_weather")
+    def get_weather(city: str) -> str:
+        return f"sunny in {city}"
+
+    script = [tool_calls(("call_w1", "get_weather", {"city": "Paris"})), text("It is sunny in Paris.")]
+    with FakeOpenAI(script=script) as server:
+        client = wrap_openai(openai.OpenAI(base_url=server.base_url, api_key="test"))
+
+        @traceable(run_type="chain", name="weather-agent")
+        def agent(question: str) -> str:
+            messages: list[Any] = [{"role": "user", "content": question}]
+            while True:
+                message = client.chat.completions.create(model="gpt-test", messages=messages,
+                                                         tools=WEATHER_TOOLS).choices[0].message
+                if not message.tool_calls:
+                    return str(message.content)
+                messages.append(message.model_dump(exclude_none=True))
+                for call in message.tool_calls:
+                    result = get_weather(**json.loads(call.function.arguments))
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+        return agent("Weather in Paris?")
+
+
+def test_an_openai_tool_loop_traced_by_wrap_openai_and_traceable() -> None:
+    """``wrap_openai`` records a model call's request as ``gen_ai.prompt`` (OpenAI messages) and its ChatCompletion
+    as ``gen_ai.completion`` (``{"id", "choices": [{"message"}], ...}``), which was read as raw JSON for the step's
+    text and the final response. Now the messages in ``choices`` are read; the ``@traceable`` tool's result is
+    unwrapped from ``{"output": ...}``."""
+    expectations = [ToolExpectation(agent="weather-agent", expected_tools=["get_weather"])]
+    runs = instrumented_run(run_openai_tool_loop, expectations, instrumentor=LangSmithOtel)
+    done = next(runs)
+    try:
+        assert done.output == "It is sunny in Paris."
+        [evaluated] = done.recorder.evaluated
+    finally:
+        runs.close()
+    trace = evaluated.trace
+    assert (trace.agent_name, trace.input, trace.final_output) == (
+        "weather-agent", "Weather in Paris?", "It is sunny in Paris.")
+    assert [[(c.name, c.call_id, c.arguments, c.result) for c in s.tool_calls] for s in trace.steps] == [
+        [("get_weather", "call_w1", {"city": "Paris"}, "sunny in Paris")], []]
+    assert (trace.steps[0].output, trace.steps[1].output) == (None, "It is sunny in Paris.")
+    assert {r.evaluator: r.label for r in evaluated.results}["tool_call_accuracy"] == "pass"

@@ -293,7 +293,8 @@ def _single_string(record: SpanRecord, key: str, role: str, issues: list[str]) -
 
 def messages_from_any(value: Any, role: str, attribute: str, issues: list[str]) -> list[Message]:
     """A prompt/completion given as a message list, a ``{"messages": [...]}`` object, a LangChain payload
-    (``langchain_messages``: LangSmith's OTel export) or plain text."""
+    (``langchain_messages``: LangSmith's OTel export), an OpenAI ChatCompletion (``{"choices": [{"message"}]}``:
+    LangSmith's ``wrap_openai``) or plain text."""
     data = parse_json_value(value, attribute, issues)
     if is_cut_short(data) or data == {} or data == []:  # a cut start (counted) or nothing (LangSmith's hidden inputs)
         return []
@@ -301,6 +302,8 @@ def messages_from_any(value: Any, role: str, attribute: str, issues: list[str]) 
         langchain = langchain_messages(data)
         if langchain is not None:
             return langchain
+    if isinstance(data, dict) and isinstance(data.get("choices"), list):  # an OpenAI ChatCompletion (wrap_openai)
+        data = [c["message"] for c in data["choices"] if isinstance(c, dict) and isinstance(c.get("message"), dict)]
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         data = data["messages"]
     if isinstance(data, dict) and "role" in data:
