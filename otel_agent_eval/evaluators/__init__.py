@@ -162,8 +162,10 @@ def configure_evaluators(
             f"{ENV_PREFIX}JUDGE_MODEL is set but the openai package is missing: "
             "pip install 'otel-agent-eval[judge]' (or unset the judge variables)"
         )
-    factory.judge = JudgeClient(judge_settings, metrics=JudgeMetrics(registry) if registry is not None else None,
-                                tracer_provider=judge_tracer_provider)
+    from ..sinks.prometheus_multiprocess import metric_objects_fail  # a missing multiprocess directory: no metrics
+
+    metrics = JudgeMetrics(registry) if registry is not None and not metric_objects_fail() else None
+    factory.judge = JudgeClient(judge_settings, metrics=metrics, tracer_provider=judge_tracer_provider)
     factory.judge_names = judge_evaluator_names(settings, judge_settings)
     return factory
 

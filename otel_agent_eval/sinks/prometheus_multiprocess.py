@@ -42,13 +42,23 @@ def multiprocess_mode() -> bool:
     does not stop the app for its metrics."""
     if not getattr(values.ValueClass, "_multiprocess", False):
         return False
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or ""
-    if os.path.isdir(directory):
+    if not metric_objects_fail():
         return True
     _logger.error("otel-agent-eval: PROMETHEUS_MULTIPROC_DIR=%r is not a directory: prometheus-client's multiprocess "
-                  "mode cannot work; this process's evaluation metrics stay in it (prometheus_port serves them alone)",
-                  directory)
+                  "mode cannot work; this process's evaluation metrics stay in it (prometheus_port serves them alone) "
+                  "and the judge's metrics are off", _directory())
     return False
+
+
+def metric_objects_fail() -> bool:
+    """prometheus-client was imported with ``PROMETHEUS_MULTIPROC_DIR`` set and that names no directory: every
+    metric object it makes raises then (``FileNotFoundError``, when made or first used). The pipeline's metrics are
+    collected, not such objects; the judge's are off (``evaluators.configure_evaluators``)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False)) and not os.path.isdir(_directory())
+
+
+def _directory() -> str:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or ""
 
 
 def multiprocess_registry() -> CollectorRegistry:

@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from otel_agent_eval.cli.demo import SCENARIOS
+from tests.openai_server import FakeOpenAI, answer
 from tests.serve.server_process import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,6 +142,34 @@ def test_a_missing_directory_is_said_and_the_app_starts(tmp_path: Path) -> None:
                          timeout=60)
     assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
     assert f"PROMETHEUS_MULTIPROC_DIR={str(missing)!r} is not a directory" in out.stderr
+
+
+def test_a_missing_directory_with_a_judge_configured_leaves_the_judge_working(tmp_path: Path) -> None:
+    """The same with a judge: its metrics are prometheus-client objects, which raise FileNotFoundError in that state,
+    so making them at construction stopped the app. Now they are off (said in the ERROR) and the judge judges."""
+    missing = tmp_path / "not-made"
+    script = textwrap.dedent("""
+        from opentelemetry.sdk.trace import TracerProvider
+        from otel_agent_eval import install
+        from otel_agent_eval.cli.demo import SCENARIOS
+        provider = TracerProvider()
+        processor = install(provider, prometheus_port=0, prometheus_host="127.0.0.1", settle_delay_seconds=0.05)
+        scenario = SCENARIOS[0]
+        scenario.agent.run(provider.get_tracer("app"), scenario.task, scenario.turns)
+        assert processor.force_flush(30_000)
+        print(processor.stats.traces_judged.total())
+        processor.shutdown()
+    """)
+    with FakeOpenAI(answer()) as judge:
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(missing), "PYTHONPATH": str(ROOT),
+               "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-1", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": judge.base_url,
+               "OTEL_AGENT_EVAL_JUDGE_API_KEY": "test", "OTEL_AGENT_EVAL_JUDGE_EVALUATORS": "task_completion"}
+        out = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True,
+                             timeout=120)
+        requests = len(judge.requests)
+    assert (out.returncode, out.stdout.strip()) == (0, "1"), out.stderr
+    assert requests == 1
+    assert "is not a directory" in out.stderr and "the judge's metrics are off" in out.stderr
 
 
 def _free_port() -> int:
