@@ -40,10 +40,8 @@ def multiprocess_mode() -> bool:
     set when prometheus-client was imported: it decides then), and that directory exists. A missing one is
     said at ERROR and the mode left off here: prometheus-client's own metrics raise then, but the processor
     does not stop the app for its metrics."""
-    if not getattr(values.ValueClass, "_multiprocess", False):
-        return False
     if not metric_objects_fail():
-        return True
+        return bool(getattr(values.ValueClass, "_multiprocess", False))
     _logger.error("otel-agent-eval: PROMETHEUS_MULTIPROC_DIR=%r is not a directory: prometheus-client's multiprocess "
                   "mode cannot work; this process's evaluation metrics stay in it (prometheus_port serves them alone) "
                   "and the judge's metrics are off", _directory())
