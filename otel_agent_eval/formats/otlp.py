@@ -1,8 +1,12 @@
 """Decode OTLP trace and log data (protobuf, OTLP/JSON, files) into pipeline records.
 
-Protobuf goes through the generated ``opentelemetry-proto`` classes (the upb runtime),
-imported when protobuf is first read (a run over JSON files does without them);
-OTLP/JSON is read straight from the parsed document by ``otlp_json``.
+Trace requests in protobuf are read by the C decoder ``_otlp_native`` when it was built (the
+install compiles it when it can; ``OTEL_AGENT_EVAL_PURE_PYTHON=true`` turns it off), and through
+the generated ``opentelemetry-proto`` classes (the upb runtime) otherwise and whenever the C
+decoder declines a request (anything but the canonical encoding of fields it knows), so upb's
+reading and errors are the reference for both. Those classes are imported when protobuf is first
+read that way (a run over JSON files does without them); OTLP/JSON is read straight from the
+parsed document by ``otlp_json``.
 Malformed input always surfaces as ``OTLPDecodeError`` so callers (CLI, server) can report
 it without knowing about protobuf exceptions.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -18,10 +23,12 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config_base import ConfigError
 from ..metadata import resource_metadata
 from ..records import (
     STATUS_UNSET,
     LogRecordData,
+    SpanEvent,
     SpanRecord,
     unchecked_span_event,
     unchecked_span_record,
@@ -207,10 +214,44 @@ def _parse_protobuf(data: bytes, message: str, what: str) -> Message:
     return parsed
 
 
+PURE_PYTHON_ENV = "OTEL_AGENT_EVAL_PURE_PYTHON"
+"""``true``: protobuf trace requests are decoded through upb only, even where the C decoder is built."""
+
+
+def native_decoder() -> Any:
+    """The C decoder (``_otlp_native``), configured with the record classes; None when it was not
+    built (no compiler at install, not CPython) or ``OTEL_AGENT_EVAL_PURE_PYTHON`` is true."""
+    setting = os.environ.get(PURE_PYTHON_ENV, "").strip().lower()
+    if setting not in ("", "0", "false", "1", "true"):
+        raise ConfigError(f"{PURE_PYTHON_ENV}={os.environ[PURE_PYTHON_ENV]!r}: expected true or false")
+    if setting in ("1", "true"):
+        return None
+    try:
+        from . import _otlp_native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    kinds = (*(_KIND_NAMES[code] for code in range(6)), "INTERNAL")  # ``_span_record``'s look-ups as tables
+    statuses = (*(_STATUS_NAMES[code] for code in range(3)), STATUS_UNSET)
+    _otlp_native.configure(SpanRecord, SpanEvent, resource_metadata, kinds, statuses)
+    return _otlp_native
+
+
+_NATIVE = native_decoder()
+
+
 def decode_traces_protobuf(data: bytes) -> list[SpanRecord]:
     """Decode a binary ``ExportTraceServiceRequest`` (OTLP/HTTP protobuf body)."""
-    req = _parse_protobuf(data, "traces", "ExportTraceServiceRequest")
-    return spans_from_request(req)  # type: ignore[arg-type]
+    return _traces_protobuf(data, "ExportTraceServiceRequest", "")
+
+
+def _traces_protobuf(data: bytes, what: str, where: str) -> list[SpanRecord]:
+    """The C decoder's records, or upb's reading (records or its error) when it declines ``data``."""
+    if _NATIVE is not None:
+        records = _NATIVE.decode_spans(data)
+        if records is not None:
+            return records  # type: ignore[no-any-return]
+    req = _parse_protobuf(data, "traces", what)
+    return _spans_or_error(req, where) if where else spans_from_request(req)  # type: ignore[arg-type]
 
 
 def decode_traces_json(text: str | bytes) -> list[SpanRecord]:
@@ -337,9 +378,7 @@ def _protobuf_stream(stream: Any, path: str) -> Iterator[Batch]:
     # A plain request never starts with 0x00 (field number 0 is invalid), so a leading
     # zero byte means the Collector file exporter's length-prefixed `format: proto`.
     if not stream.peek(1).startswith(b"\x00"):
-        data = stream.read()
-        req = _parse_protobuf(data, "traces", f"{path}: ExportTraceServiceRequest")
-        yield _spans_or_error(req, path), []  # type: ignore[arg-type]
+        yield _traces_protobuf(stream.read(), f"{path}: ExportTraceServiceRequest", path), []
         return
     number = 0
     while prefix := stream.read(4):
@@ -353,8 +392,7 @@ def _protobuf_stream(stream: Any, path: str) -> Iterator[Batch]:
         if chunk.lstrip(b" \t\r\n").startswith(b"{"):  # a JSON document (format: json with compression)
             yield _json_batch(otlp_json.load(chunk, where), where)
             continue
-        req = _parse_protobuf(chunk, "traces", f"{where}: ExportTraceServiceRequest")
-        yield _spans_or_error(req, where), []  # type: ignore[arg-type]
+        yield _traces_protobuf(chunk, f"{where}: ExportTraceServiceRequest", where), []
 
 
 # --------------------------------------------------------------------------- logs
