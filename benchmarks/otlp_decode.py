@@ -11,7 +11,8 @@ side, alternating, in one process, best of ``--rounds``:
   parse + records), and the target, at most 2x the floor;
 - the previous path for comparison: hex ids rewritten to base64, then protobuf's
   ``json_format.ParseDict`` and the protobuf mapping;
-- ``decode_traces_protobuf`` of the same requests as protobuf (the upb runtime).
+- ``decode_traces_protobuf`` of the same requests as protobuf (the C decoder when it is built), and the
+  same through the upb runtime alone (what it falls back to, and what an install without a compiler runs).
 
 ``--shape serve``: instead, ``serve``'s request bodies as ``benchmarks/serve_ingest.py`` makes
 them (``--batches`` bodies of ~512 spans of whole demo-scenario runs under an HTTP root span,
@@ -66,8 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     from google.protobuf.internal import api_implementation
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from otel_agent_eval.formats import otlp_json
-    from otel_agent_eval.formats.otlp import decode_traces_json, decode_traces_protobuf, spans_from_request
+    from otel_agent_eval.formats import otlp, otlp_json
+    from otel_agent_eval.formats.otlp import (
+        _parse_protobuf,
+        decode_traces_json,
+        decode_traces_protobuf,
+        spans_from_request,
+    )
 
     if args.shape == "serve":
         from benchmarks.serve_ingest import build_batches
@@ -86,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         protobufs.append(req.SerializeToString())
     spans = sum(len(decode_traces_json(line)) for line in lines)
 
+    def upb_only(body: bytes) -> Any:
+        return spans_from_request(_parse_protobuf(body, "traces", "ExportTraceServiceRequest"))
+
     def old_json(line: bytes) -> Any:
         req = ExportTraceServiceRequest()
         json_format.ParseDict(_hex_to_base64(json.loads(line)), req, ignore_unknown_fields=True)
@@ -95,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "json.loads (floor)": (json.loads, lines),
         "decode_traces_json": (decode_traces_json, lines),
         "decode_traces_protobuf": (decode_traces_protobuf, protobufs),
+        "decode_traces_protobuf, upb only": (upb_only, protobufs),
         "previous JSON path (json_format)": (old_json, lines),
     }
     best = {name: float("inf") for name in cases}
@@ -117,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             best[name] = min(best[name], this[name])
         ratios.append(this["decode_traces_json"] / this["json.loads (floor)"])
     floor = best["json.loads (floor)"]
-    print(f"python {sys.version.split()[0]}, protobuf runtime {api_implementation.Type()}, JSON parser "
+    print(f"python {sys.version.split()[0]}, protobuf runtime {api_implementation.Type()}, C decoder "
+          f"{'built' if otlp._NATIVE is not None else 'not built or off'}, JSON parser "
           f"{otlp_json._loads.__module__}; shape {args.shape}: {len(lines)} requests, {spans} spans, "
           f"{sum(map(len, lines)) / 1e6:.1f} MB of JSON; gc {args.gc}; CPU time, best of {args.rounds}")
     for name, seconds in best.items():

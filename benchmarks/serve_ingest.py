@@ -38,7 +38,8 @@ request joined from those bytes) or, on trees without it, the SDK's span and log
 serve's resource, encoded by the SDK's OTLP encoders as its exporters do it.
 
 ``--base REF``: serve as of another commit measured too, alternating with this tree run by run (its dependencies
-are this environment's), and this tree's figure over the base's printed, per transport: the ratio is what one run
+are this environment's; a base with the C decoder gets it compiled in place, as this checkout's editable
+install has it), and this tree's figure over the base's printed, per transport: the ratio is what one run
 of this benchmark can say on a machine whose absolute figures move with its neighbours.
 
 Usage:  python benchmarks/serve_ingest.py [--requests 40] [--repeat 3] [--quick] [--stages] [--base REF]
@@ -54,6 +55,7 @@ import os
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -323,6 +325,11 @@ def base_tree(ref: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix="serve-base-"))
     subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=REPO, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    native = path / "otel_agent_eval" / "formats" / "_otlp_native.c"
+    if native.exists():  # its C decoder compiled in place, as this checkout's editable install has it
+        subprocess.run([*sysconfig.get_config_var("CC").split(), "-shared", "-fPIC", "-O2",
+                        f"-I{sysconfig.get_paths()['include']}", str(native),
+                        "-o", str(native.with_suffix(sysconfig.get_config_var("EXT_SUFFIX")))], check=True)
     return path
 
 
