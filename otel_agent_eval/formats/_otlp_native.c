@@ -1,11 +1,11 @@
-/* OTLP ``ExportTraceServiceRequest`` bytes -> span records, in C: the optional fast path of
- * ``formats/otlp.py``'s ``decode_traces_protobuf``.
+/* OTLP ``ExportTraceServiceRequest`` / ``ExportLogsServiceRequest`` bytes -> span and log records, in C: the
+ * optional fast path of ``formats/otlp.py``'s ``decode_traces_protobuf`` and ``decode_logs_protobuf``.
  *
  * Why: decoding through upb's Python objects costs ~10 us a span, a quarter of serve's path,
  * almost all of it creating wrappers for each field read. Here the wire format is read
  * directly into the same ``SpanRecord`` / ``SpanEvent`` objects the Python path makes.
  *
- * Contract: ``decode_spans(data)`` returns the list the Python path returns for ``data``, or
+ * Contract: ``decode_spans(data)`` (``decode_logs``) returns the list the Python path returns for ``data``, or
  * None when it does not read ``data``: anything but the canonical encoding of fields this
  * file knows (an unknown field, a wire type other than the field's, a singular message
  * repeated (protobuf merges those), groups, a varint past 64 bits, invalid UTF-8, an id of the
@@ -38,7 +38,7 @@ typedef struct {
 
 /* Set once by ``configure``: the record classes, the slots' member descriptors (in the order of
  * ``RECORD_SLOTS`` / ``EVENT_SLOTS``), ``resource_metadata`` and the enums' names. */
-static PyTypeObject *record_type, *event_type;
+static PyTypeObject *record_type, *event_type, *log_type;
 static PyObject *resource_metadata;
 static PyObject *kind_names[6], *status_names[3], *kind_default, *status_default;
 
@@ -50,7 +50,10 @@ static const char *record_slot_names[RECORD_SLOTS] = {
     "dropped_attributes_count", "dropped_events_count"};
 enum { EVENT_NAME, EVENT_TIME, EVENT_ATTRIBUTES, EVENT_SLOTS };
 static const char *event_slot_names[EVENT_SLOTS] = {"name", "time_unix_nano", "attributes"};
-static PyObject *record_slots[RECORD_SLOTS], *event_slots[EVENT_SLOTS];
+enum { LOG_TRACE_ID, LOG_SPAN_ID, LOG_TIME, LOG_EVENT_NAME, LOG_ATTRIBUTES, LOG_BODY, LOG_SLOTS };
+static const char *log_slot_names[LOG_SLOTS] = {"trace_id", "span_id", "time_unix_nano", "event_name", "attributes",
+                                                "body"};
+static PyObject *record_slots[RECORD_SLOTS], *event_slots[EVENT_SLOTS], *log_slots[LOG_SLOTS];
 
 static int read_varint(Cur *c, uint64_t *out) {
     uint64_t value = 0;
@@ -713,12 +716,12 @@ bail:
     return BAIL;
 }
 
-/* ``Resource``: ``resource_metadata`` of its attributes (bytes kept as bytes). New reference, or NULL. */
-static PyObject *resource(const uint8_t *s, Py_ssize_t n) {
+/* ``Resource``: its attributes (bytes kept as bytes), the rest checked. New reference, or NULL. */
+static PyObject *resource_attributes(const uint8_t *s, Py_ssize_t n) {
     Cur c = cursor(s, n);
     Field f;
     int got;
-    PyObject *attributes = PyDict_New(), *out;
+    PyObject *attributes = PyDict_New();
     if (attributes == NULL)
         return NULL;
     while ((got = next_field(&c, &f)) == 1) {
@@ -734,18 +737,21 @@ static PyObject *resource(const uint8_t *s, Py_ssize_t n) {
         Py_DECREF(attributes);
         return NULL;
     }
-    out = PyObject_CallOneArg(resource_metadata, attributes);
-    Py_DECREF(attributes);
-    return out;
+    return attributes;
 }
 
-static int resource_spans(const uint8_t *s, Py_ssize_t n, PyObject *out) {
+/* ``ResourceSpans`` or ``ResourceLogs`` (the same fields): the resource found and the rest checked in a first
+ * pass (it may come after its scopes); then ``scope`` for each scope's bytes, given ``resource_metadata`` of the
+ * resource (spans) or None (logs: not read). 0, or BAIL. */
+typedef int (*ScopeReader)(const uint8_t *s, Py_ssize_t n, PyObject *resource, PyObject *out);
+
+static int resource_scopes(const uint8_t *s, Py_ssize_t n, ScopeReader scope, int with_metadata, PyObject *out) {
     Cur c = cursor(s, n);
     Field f;
     int got, has_resource = 0;
-    const uint8_t *resource_at = NULL;
+    const uint8_t *resource_at = (const uint8_t *)"";
     Py_ssize_t resource_size = 0;
-    PyObject *metadata;
+    PyObject *attributes, *metadata;
     while ((got = next_field(&c, &f)) == 1) {
         if (f.number == 1 && f.wire == LEN && !has_resource) {
             has_resource = 1;
@@ -757,14 +763,15 @@ static int resource_spans(const uint8_t *s, Py_ssize_t n, PyObject *out) {
             return BAIL;
         }
     }
-    if (got != 0)
+    if (got != 0 || (attributes = resource_attributes(resource_at, resource_size)) == NULL)
         return BAIL;
-    metadata = resource(has_resource ? resource_at : (const uint8_t *)"", resource_size);
+    metadata = with_metadata ? PyObject_CallOneArg(resource_metadata, attributes) : Py_NewRef(Py_None);
+    Py_DECREF(attributes);
     if (metadata == NULL)
         return BAIL;
     c = cursor(s, n);
     while (next_field(&c, &f) == 1) {
-        if (f.number == 2 && scope_spans(f.s, f.n, metadata, out) < 0) {
+        if (f.number == 2 && scope(f.s, f.n, metadata, out) < 0) {
             Py_DECREF(metadata);
             return BAIL;
         }
@@ -773,13 +780,154 @@ static int resource_spans(const uint8_t *s, Py_ssize_t n, PyObject *out) {
     return 0;
 }
 
-static PyObject *decode_spans(PyObject *module, PyObject *data) {
+/* ``LogRecord`` -> ``LogRecordData``, as ``log_records_from_request`` makes it: new reference, or NULL. */
+static PyObject *log_record(const uint8_t *s, Py_ssize_t n) {
+    Cur c = cursor(s, n);
+    Field f;
+    int got, has_body = 0;
+    const uint8_t *trace_id = NULL, *span_id = NULL;
+    Py_ssize_t trace_size = 0, span_size = 0;
+    uint64_t time = 0, observed = 0;
+    PyObject *event_name = NULL, *attributes = PyDict_New(), *body = NULL, *record = NULL;
+    if (attributes == NULL)
+        goto bail;
+    while ((got = next_field(&c, &f)) == 1) {
+        switch (f.number) {
+        case 1:
+        case 11:
+            if (f.wire != FIXED64)
+                goto bail;
+            *(f.number == 1 ? &time : &observed) = f.v;
+            break;
+        case 2: /* severity_number */
+        case 7: /* dropped_attributes_count */
+            if (f.wire != VARINT || f.v > (f.number == 2 ? INT32_MAX : UINT32_MAX))
+                goto bail;
+            break;
+        case 3: /* severity_text */
+            if (f.wire != LEN || check_text(&f) < 0)
+                goto bail;
+            break;
+        case 5:
+            if (f.wire != LEN || has_body || (body = any_value(f.s, f.n, 0, 0)) == NULL)
+                goto bail;
+            has_body = 1;
+            break;
+        case 6:
+            if (f.wire != LEN || key_value(f.s, f.n, 0, 0, attributes) < 0)
+                goto bail;
+            break;
+        case 8:
+            if (f.wire != FIXED32)
+                goto bail;
+            break;
+        case 9:
+        case 10:
+            if (f.wire != LEN)
+                goto bail;
+            if (f.number == 9)
+                trace_id = f.s, trace_size = f.n;
+            else
+                span_id = f.s, span_size = f.n;
+            break;
+        case 12: {
+            PyObject *t;
+            if (f.wire != LEN || (t = text(&f)) == NULL)
+                goto bail;
+            replace(&event_name, t);
+            break;
+        }
+        default:
+            goto bail;
+        }
+    }
+    if (got != 0 || (trace_size != 0 && trace_size != 16) || (span_size != 0 && span_size != 8))
+        goto bail; /* an id of the wrong size: ``_optional_id``'s error to name */
+    if (event_name != NULL && PyUnicode_GET_LENGTH(event_name) == 0)
+        Py_CLEAR(event_name);
+    if (event_name == NULL) { /* the older ``event.name`` attribute, as text when it is set */
+        PyObject *named = PyDict_GetItemString(attributes, "event.name"); /* borrowed */
+        int truthy = named == NULL ? 0 : PyObject_IsTrue(named);
+        if (truthy < 0)
+            goto bail;
+        event_name = truthy ? PyObject_Str(named) : Py_NewRef(Py_None);
+        if (event_name == NULL)
+            goto bail;
+    }
+    if (body == NULL)
+        body = Py_NewRef(Py_None);
+    if ((record = new_record(log_type)) == NULL)
+        goto bail;
+    {
+        PyObject **slot = log_slots;
+        int failed =
+            set(record, slot[LOG_TRACE_ID],
+                trace_size == 0 || all_zero(trace_id, 16) ? Py_NewRef(Py_None) : id_int(trace_id, 16)) < 0 ||
+            set(record, slot[LOG_SPAN_ID], span_size == 0 || all_zero(span_id, 8) ? Py_NewRef(Py_None) : id_int(span_id, 8)) < 0 ||
+            set(record, slot[LOG_TIME], PyLong_FromUnsignedLongLong(time ? time : observed)) < 0 ||
+            set(record, slot[LOG_EVENT_NAME], Py_NewRef(event_name)) < 0 ||
+            set(record, slot[LOG_ATTRIBUTES], Py_NewRef(attributes)) < 0 || set(record, slot[LOG_BODY], Py_NewRef(body)) < 0;
+        if (failed)
+            goto bail;
+    }
+    Py_DECREF(event_name);
+    Py_DECREF(attributes);
+    Py_DECREF(body);
+    return record;
+bail:
+    PyErr_Clear();
+    Py_XDECREF(event_name);
+    Py_XDECREF(attributes);
+    Py_XDECREF(body);
+    Py_XDECREF(record);
+    return NULL;
+}
+
+/* ``ScopeLogs``: its log records appended to ``out`` (the scope is checked, not read). */
+static int scope_logs(const uint8_t *s, Py_ssize_t n, PyObject *resource, PyObject *out) {
+    Cur c = cursor(s, n);
+    Field f;
+    int got, has_scope = 0;
+    (void)resource;
+    while ((got = next_field(&c, &f)) == 1) {
+        PyObject *item;
+        if (f.number == 1 && f.wire == LEN && !has_scope) {
+            has_scope = 1;
+            if ((item = scope_name(f.s, f.n)) == NULL)
+                return BAIL;
+            Py_DECREF(item);
+        } else if (f.number == 3 && f.wire == LEN) {
+            if (check_text(&f) < 0)
+                return BAIL;
+        } else if (f.number == 2 && f.wire == LEN) {
+            if ((item = log_record(f.s, f.n)) == NULL)
+                return BAIL;
+            got = PyList_Append(out, item);
+            Py_DECREF(item);
+            if (got < 0)
+                return BAIL;
+        } else {
+            return BAIL;
+        }
+    }
+    return got == 0 ? 0 : BAIL;
+}
+
+static int resource_spans(const uint8_t *s, Py_ssize_t n, PyObject *out) {
+    return resource_scopes(s, n, scope_spans, 1, out);
+}
+
+static int resource_logs(const uint8_t *s, Py_ssize_t n, PyObject *out) {
+    return resource_scopes(s, n, scope_logs, 0, out);
+}
+
+/* An export request (field 1: each resource's), read by ``resource``: the list, or None when declined. */
+static PyObject *decode_request(PyObject *data, int (*resource)(const uint8_t *, Py_ssize_t, PyObject *)) {
     Py_buffer view;
     Cur c;
     Field f;
     int got;
     PyObject *out;
-    (void)module;
     if (record_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_otlp_native.configure() was not called");
         return NULL;
@@ -792,7 +940,7 @@ static PyObject *decode_spans(PyObject *module, PyObject *data) {
         return NULL;
     }
     while ((got = next_field(&c, &f)) == 1) {
-        if (f.number != 1 || f.wire != LEN || resource_spans(f.s, f.n, out) < 0) {
+        if (f.number != 1 || f.wire != LEN || resource(f.s, f.n, out) < 0) {
             got = BAIL;
             break;
         }
@@ -804,6 +952,16 @@ static PyObject *decode_spans(PyObject *module, PyObject *data) {
         Py_RETURN_NONE;
     }
     return out;
+}
+
+static PyObject *decode_spans(PyObject *module, PyObject *data) {
+    (void)module;
+    return decode_request(data, resource_spans);
+}
+
+static PyObject *decode_logs(PyObject *module, PyObject *data) {
+    (void)module;
+    return decode_request(data, resource_logs);
 }
 
 /* The member descriptors of ``type``'s slots ``names``, into ``out`` (new references). */
@@ -829,8 +987,8 @@ static PyObject *configure(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "configure: already configured");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "O!O!OO!O!:configure", &PyType_Type, &record_type, &PyType_Type, &event_type,
-                          &resource_metadata, &PyTuple_Type, &kinds, &PyTuple_Type, &statuses))
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O!:configure", &PyType_Type, &record_type, &PyType_Type, &event_type,
+                          &PyType_Type, &log_type, &resource_metadata, &PyTuple_Type, &kinds, &PyTuple_Type, &statuses))
         return NULL;
     if (PyTuple_GET_SIZE(kinds) != 7 || PyTuple_GET_SIZE(statuses) != 4) {
         record_type = NULL;
@@ -838,11 +996,12 @@ static PyObject *configure(PyObject *module, PyObject *args) {
         return NULL;
     }
     if (slot_descriptors(record_type, record_slot_names, RECORD_SLOTS, record_slots) < 0 ||
-        slot_descriptors(event_type, event_slot_names, EVENT_SLOTS, event_slots) < 0) {
+        slot_descriptors(event_type, event_slot_names, EVENT_SLOTS, event_slots) < 0 ||
+        slot_descriptors(log_type, log_slot_names, LOG_SLOTS, log_slots) < 0) {
         record_type = NULL;
         return NULL;
     }
-    Py_INCREF(record_type), Py_INCREF(event_type), Py_INCREF(resource_metadata);
+    Py_INCREF(record_type), Py_INCREF(event_type), Py_INCREF(log_type), Py_INCREF(resource_metadata);
     for (int i = 0; i < 6; i++)
         kind_names[i] = Py_NewRef(PyTuple_GET_ITEM(kinds, i));
     kind_default = Py_NewRef(PyTuple_GET_ITEM(kinds, 6));
@@ -855,8 +1014,10 @@ static PyObject *configure(PyObject *module, PyObject *args) {
 static PyMethodDef methods[] = {
     {"decode_spans", decode_spans, METH_O,
      "Span records of an OTLP ExportTraceServiceRequest, or None when this decoder does not read it."},
+    {"decode_logs", decode_logs, METH_O,
+     "Log records of an OTLP ExportLogsServiceRequest, or None when this decoder does not read it."},
     {"configure", configure, METH_VARARGS,
-     "configure(SpanRecord, SpanEvent, resource_metadata, kinds, statuses): once, before decoding"},
+     "configure(SpanRecord, SpanEvent, LogRecordData, resource_metadata, kinds, statuses): once, before decoding"},
     {NULL, NULL, 0, NULL},
 };
 

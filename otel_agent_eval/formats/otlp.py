@@ -1,6 +1,6 @@
 """Decode OTLP trace and log data (protobuf, OTLP/JSON, files) into pipeline records.
 
-Trace requests in protobuf are read by the C decoder ``_otlp_native`` when it was built (the
+Trace and log requests in protobuf are read by the C decoder ``_otlp_native`` when it was built (the
 install compiles it when it can; ``OTEL_AGENT_EVAL_PURE_PYTHON=true`` turns it off), and through
 the generated ``opentelemetry-proto`` classes (the upb runtime) otherwise and whenever the C
 decoder declines a request (anything but the canonical encoding of fields it knows), so upb's
@@ -215,7 +215,7 @@ def _parse_protobuf(data: bytes, message: str, what: str) -> Message:
 
 
 PURE_PYTHON_ENV = "OTEL_AGENT_EVAL_PURE_PYTHON"
-"""``true``: protobuf trace requests are decoded through upb only, even where the C decoder is built."""
+"""``true``: protobuf trace and log requests are decoded through upb only, even where the C decoder is built."""
 
 
 def native_decoder() -> Any:
@@ -232,7 +232,7 @@ def native_decoder() -> Any:
         return None
     kinds = (*(_KIND_NAMES[code] for code in range(6)), "INTERNAL")  # ``_span_record``'s look-ups as tables
     statuses = (*(_STATUS_NAMES[code] for code in range(3)), STATUS_UNSET)
-    _otlp_native.configure(SpanRecord, SpanEvent, resource_metadata, kinds, statuses)
+    _otlp_native.configure(SpanRecord, SpanEvent, LogRecordData, resource_metadata, kinds, statuses)
     return _otlp_native
 
 
@@ -425,7 +425,11 @@ def log_records_from_request(req: ExportLogsServiceRequest) -> list[LogRecordDat
 
 
 def decode_logs_protobuf(data: bytes) -> list[LogRecordData]:
-    """Decode a binary ``ExportLogsServiceRequest`` (OTLP/HTTP protobuf body)."""
+    """Decode a binary ``ExportLogsServiceRequest`` (OTLP/HTTP protobuf body): by the C decoder, else through upb."""
+    if _NATIVE is not None:
+        records = _NATIVE.decode_logs(data)
+        if records is not None:
+            return records  # type: ignore[no-any-return]
     req = _parse_protobuf(data, "logs", "ExportLogsServiceRequest")
     return log_records_from_request(req)  # type: ignore[arg-type]
 

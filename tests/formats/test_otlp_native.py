@@ -1,4 +1,4 @@
-"""The C decoder of OTLP trace requests (``formats/_otlp_native.c``) gives what upb's reading gives.
+"""The C decoder of OTLP trace and log requests (``formats/_otlp_native.c``) gives what upb's reading gives.
 
 Its contract: for any bytes, either the records the upb path makes, or None (it declines, and the
 upb path answers, records or its error). These tests hold it to that on real exports (the Python
@@ -22,17 +22,25 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agent_eval.cli.demo import SCENARIOS
 from otel_agent_eval.formats import otlp
-from otel_agent_eval.formats.otlp import OTLPDecodeError, decode_traces_protobuf
+from otel_agent_eval.formats.otlp import OTLPDecodeError, decode_logs_protobuf, decode_traces_protobuf
 
 JS = Path(__file__).resolve().parents[1] / "js"
 
@@ -53,11 +61,15 @@ def upb(body: bytes) -> list[Any]:
     return otlp.spans_from_request(otlp._parse_protobuf(body, "traces", "ExportTraceServiceRequest"))
 
 
-def assert_read_alike(native: Any, body: bytes) -> None:
+def upb_logs(body: bytes) -> list[Any]:
+    return otlp.log_records_from_request(otlp._parse_protobuf(body, "logs", "ExportLogsServiceRequest"))
+
+
+def assert_read_alike(native: Any, body: bytes, logs: bool = False) -> None:
     """The C decoder reads ``body`` (does not decline it) and makes exactly upb's records."""
-    records = native.decode_spans(body)
+    records = (native.decode_logs if logs else native.decode_spans)(body)
     assert records is not None, "declined a request upb reads"
-    assert [repr(r) for r in records] == [repr(r) for r in upb(body)]
+    assert [repr(r) for r in records] == [repr(r) for r in (upb_logs if logs else upb)(body)]
 
 
 def demo_request() -> bytes:
@@ -230,9 +242,70 @@ def test_an_id_of_the_wrong_size_is_upbs_error_with_its_place(native: Any, span:
         decode_traces_protobuf(body)
 
 
-def test_damaged_bodies_are_read_alike_or_declined(native: Any) -> None:
+def demo_logs_request() -> bytes:
+    """GenAI content as log records, as event-only instrumentations emit them through the real SDK: correlated to
+    a span or not, the event name as the field or as the older attribute, structured and plain bodies."""
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider(resource=Resource.create({"service.name": "agent-svc", "bytes": b"\xff"}))
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    logger = provider.get_logger("genai.events", "1.0")
+    tracer = TracerProvider().get_tracer("t")
+    for turn in range(20):
+        with tracer.start_as_current_span("chat") as span:
+            logger.emit(timestamp=1_700_000_000_000_000_000 + turn, context=trace.set_span_in_context(span),
+                        severity_number=SeverityNumber.INFO, event_name="gen_ai.client.inference.operation.details",
+                        body={"role": "user", "parts": [{"type": "text", "content": f"turn {turn} ✓"}], "n": turn,
+                              "ok": True, "score": 0.5, "raw": b"\x00\xff"},
+                        attributes={"gen_ai.operation.name": "chat", "ids": [1, 2], "blob": b"\xfe"})
+        logger.emit(observed_timestamp=5 + turn, body=f"plain {turn}",
+                    attributes={"event.name": "gen_ai.user.message" if turn % 2 else 7})
+    provider.shutdown()
+    return encode_logs(exporter.get_finished_logs()).SerializeToString()
+
+
+def test_the_python_sdks_log_request_read_alike(native: Any) -> None:
+    body = demo_logs_request()
+    assert_read_alike(native, body, logs=True)
+    records = native.decode_logs(body)
+    assert len(records) == 40
+    assert records[0].body["raw"] == b"\x00\xff" and records[0].attributes["blob"] == b"\xfe"  # logs keep bytes
+    assert records[1].event_name == "7" and records[3].event_name == "gen_ai.user.message"
+    assert records[1].time_unix_nano == 5 and records[1].trace_id is None
+
+
+log_records = st.builds(
+    lambda time, observed, severity, body, attributes, trace_id, span_id, name, flags: LogRecord(
+        time_unix_nano=time, observed_time_unix_nano=observed, severity_number=severity, severity_text="INFO",
+        **({"body": body} if body is not None else {}), attributes=attributes, trace_id=trace_id, span_id=span_id,
+        event_name=name, flags=flags),
+    st.integers(0, 2**64 - 1) | st.just(0), st.integers(0, 2**64 - 1), st.integers(0, 24), st.none() | any_values,
+    key_values, st.just(b"") | st.binary(min_size=16, max_size=16), st.just(b"") | st.binary(min_size=8, max_size=8),
+    st.sampled_from(["", "gen_ai.choice"]) | st.text(max_size=4), st.integers(0, 2**32 - 1),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(log_records, max_size=3), max_size=3))
+def test_generated_log_requests_read_alike(native: Any, scopes: list[list[LogRecord]]) -> None:
+    request = ExportLogsServiceRequest()
+    resource_logs = request.resource_logs.add()
+    for records in scopes:
+        resource_logs.scope_logs.add().log_records.extend(records)
+    assert_read_alike(native, request.SerializeToString(), logs=True)
+
+
+def test_a_log_id_of_the_wrong_size_is_upbs_error(native: Any) -> None:
+    body = field(1, 2, field(2, 2, field(2, 2, LogRecord(trace_id=b"\x01" * 3).SerializeToString())))
+    assert native.decode_logs(body) is None
+    with pytest.raises(OTLPDecodeError, match=r"logRecords\[0\]\.traceId has 3 bytes"):
+        decode_logs_protobuf(body)
+
+
+@pytest.mark.parametrize("signal", ["traces", "logs"])
+def test_damaged_bodies_are_read_alike_or_declined(native: Any, signal: str) -> None:
     """Bytes flipped, cut, repeated or inserted: whatever the C decoder reads, upb reads the same."""
-    clean = demo_request()
+    clean = demo_request() if signal == "traces" else demo_logs_request()
+    decode, reference = (native.decode_spans, upb) if signal == "traces" else (native.decode_logs, upb_logs)
     rng = random.Random(1729)
     read = declined = 0
     for _ in range(3000):
@@ -248,24 +321,26 @@ def test_damaged_bodies_are_read_alike_or_declined(native: Any) -> None:
                 body[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
             else:
                 body = body[:at]
-        records = native.decode_spans(bytes(body))
+        records = decode(bytes(body))
         if records is None:
             declined += 1
             continue
         read += 1
-        assert [repr(r) for r in records] == [repr(r) for r in upb(bytes(body))]
+        assert [repr(r) for r in records] == [repr(r) for r in reference(bytes(body))]
     assert read > 100 and declined > 100  # both outcomes were exercised
 
 
 def test_declining_leaks_nothing(native: Any) -> None:
     """Every way out frees what it made: decoding damaged bodies over and over holds no memory."""
-    clean = demo_request()
-    bodies = [clean[:cut] for cut in range(100, len(clean), max(1, len(clean) // 300))]
-    bodies += [clean[:at] + b"\xff" + clean[at + 1:] for at in range(0, len(clean), max(1, len(clean) // 300))]
+    bodies = []
+    for clean in (demo_request(), demo_logs_request()):
+        bodies += [clean[:cut] for cut in range(100, len(clean), max(1, len(clean) // 300))]
+        bodies += [clean[:at] + b"\xff" + clean[at + 1:] for at in range(0, len(clean), max(1, len(clean) // 300))]
 
     def round_() -> None:
         for body in bodies:
             native.decode_spans(body)
+            native.decode_logs(body)
 
     round_()
     tracemalloc.start()
