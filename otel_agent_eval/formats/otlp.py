@@ -218,7 +218,7 @@ PURE_PYTHON_ENV = "OTEL_AGENT_EVAL_PURE_PYTHON"
 """``true``: protobuf trace and log requests are decoded through upb only, even where the C decoder is built."""
 
 
-def native_decoder() -> Any:
+def _load_native() -> Any:
     """The C decoder (``_otlp_native``), configured with the record classes; None when it was not
     built (no compiler at install, not CPython) or ``OTEL_AGENT_EVAL_PURE_PYTHON`` is true."""
     setting = os.environ.get(PURE_PYTHON_ENV, "").strip().lower()
@@ -236,7 +236,12 @@ def native_decoder() -> Any:
     return _otlp_native
 
 
-_NATIVE = native_decoder()
+_NATIVE = _load_native()
+
+
+def protobuf_decoder() -> str:
+    """``"c"`` when OTLP protobuf is read by the C decoder, ``"upb"`` when only through the protobuf runtime."""
+    return "c" if _NATIVE is not None else "upb"
 
 
 def decode_traces_protobuf(data: bytes) -> list[SpanRecord]:

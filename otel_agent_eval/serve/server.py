@@ -63,6 +63,7 @@ from ..formats.otlp import (
     decode_logs_protobuf,
     decode_traces_json,
     decode_traces_protobuf,
+    protobuf_decoder,
 )
 from ..intake.logs import CONTENT, classify_log
 from ..pipeline.build import build_pipeline
@@ -443,7 +444,11 @@ def serve(settings: Settings, options: ServeOptions, *, out: Any = sys.stdout) -
     server_collector()
     if not server.exporting:
         _logger.warning("no OTLP endpoint configured (OTEL_EXPORTER_OTLP_ENDPOINT or --export-endpoint): results only on /metrics")
-    print(json.dumps({"event": "listening", **server.ports}), file=out, flush=True)
+    decoder = protobuf_decoder()
+    if decoder == "upb":
+        _logger.info("OTLP protobuf decoded through upb: the C decoder was not compiled at install (no C compiler) "
+                     "or OTEL_AGENT_EVAL_PURE_PYTHON is true; decoding costs ~3x the CPU")
+    print(json.dumps({"event": "listening", **server.ports, "protobuf_decoder": decoder}), file=out, flush=True)
     first_signal: list[float] = []
 
     def on_signal(signum: int, frame: Any) -> None:

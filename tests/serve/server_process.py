@@ -254,8 +254,8 @@ class ServerProcess:
         if self.proc.poll() is not None:
             raise AssertionError(f"server exited with {self.proc.returncode}: {self.stderr_path.read_text()[-2000:]}")
         for line in self._lines():
-            if line.get("event") == "listening":
-                return {k: v for k, v in line.items() if k != "event"}
+            if line.get("event") == "listening":  # the ports, by name (the line also says which decoder runs)
+                return {k: v for k, v in line.items() if k != "event" and isinstance(v, int)}
         return None
 
     @property

@@ -29,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from otel_agent_eval.formats import otlp
 from tests.openai_server import FakeOpenAI, user_text
 from tests.serve.server_process import (
     SCENARIO_BY_NAME,
@@ -420,6 +421,25 @@ def test_start_and_stop_are_logged_once_without_uvicorns_lines(tmp_path: Path, s
         assert uvicorn_line not in log, log
     assert log.count("signal received: draining") == 1, log
     assert [line["event"] for line in server._lines()] == ["listening", "stopped"]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_listening_line_says_which_protobuf_decoder_runs(pure: bool, tmp_path: Path, receiver: Receiver,
+                                                            servers: list) -> None:
+    """An install without a C compiler decodes through upb: serve says so when it starts, and reads the same."""
+    env = {"OTEL_AGENT_EVAL_PURE_PYTHON": "true"} if pure else None
+    server = ServerProcess(tmp_path, env=env, receiver=receiver)
+    servers.append(server)
+    expected = "upb" if pure or otlp._NATIVE is None else "c"
+    assert server._lines()[0]["protobuf_decoder"] == expected
+    assert ("OTLP protobuf decoded through upb" in server.stderr_path.read_text()) == (expected == "upb")
+    trace_ids = run_scenarios(HttpSpanExporter(endpoint=f"{server.http_endpoint}/v1/traces", timeout=10), SCENARIOS)
+    evaluations = wait_for(lambda: len(receiver.evaluation_spans()) >= len(SCENARIOS) and _evaluations_by_trace(receiver),
+                           20, "evaluation spans")
+    by_scenario = {s.name: evaluations[t][0]["attributes"] for s, t in zip(SCENARIOS, trace_ids)}
+    assert by_scenario["research: loop"]["agent_eval.loop_detection.label"] == "fail"
+    assert by_scenario["weather: good (parallel calls)"]["agent_eval.tool_call_accuracy.label"] == "pass"
+    assert by_scenario["research: unrecovered tool failure"]["agent_eval.tool_failure_recovery.label"] == "fail"
 
 
 @pytest.mark.parametrize("flag", ["--http-port", "--grpc-port", "--admin-port"])
