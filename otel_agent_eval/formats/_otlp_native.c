@@ -932,8 +932,10 @@ static PyObject *decode_request(PyObject *data, int (*resource)(const uint8_t *,
         PyErr_SetString(PyExc_RuntimeError, "_otlp_native.configure() was not called");
         return NULL;
     }
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) { /* not contiguous bytes: the upb path's to read */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
     c = cursor((const uint8_t *)view.buf, view.len);
     if ((out = PyList_New(0)) == NULL) {
         PyBuffer_Release(&view);

@@ -366,3 +366,14 @@ def test_the_pure_python_switch(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "OTEL_AGENT_EVAL_PURE_PYTHON='yes please': expected true or false" in done.stderr
+
+
+def test_any_bytes_like_body_is_read(native: Any) -> None:
+    """bytes, bytearray and memoryview are read in C; what is not contiguous bytes is left to the upb path."""
+    body = demo_request()
+    expected = [repr(r) for r in upb(body)]
+    for bytes_like in (bytearray(body), memoryview(body)):
+        assert [repr(r) for r in native.decode_spans(bytes_like)] == expected
+    strided = memoryview(bytes(b for pair in zip(body, body) for b in pair))[::2]
+    assert native.decode_spans(strided) is None
+    assert [repr(r) for r in decode_traces_protobuf(strided)] == expected
