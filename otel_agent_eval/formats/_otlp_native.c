@@ -509,12 +509,12 @@ static PyObject *span_event(const uint8_t *s, Py_ssize_t n) {
         goto bail;
     if ((event = new_record(event_type)) == NULL)
         goto bail;
-    if (set(event, event_slots[EVENT_NAME], name) < 0 ||
+    if (set(event, event_slots[EVENT_NAME], Py_NewRef(name)) < 0 ||
         set(event, event_slots[EVENT_TIME], PyLong_FromUnsignedLongLong(time)) < 0 ||
-        set(event, event_slots[EVENT_ATTRIBUTES], attributes) < 0) {
-        name = attributes = NULL;
+        set(event, event_slots[EVENT_ATTRIBUTES], Py_NewRef(attributes)) < 0)
         goto bail;
-    }
+    Py_DECREF(name);
+    Py_DECREF(attributes);
     return event;
 bail:
     PyErr_Clear();
