@@ -145,7 +145,8 @@ static int check_text(const Field *f) {
 }
 
 /* Attribute names seen lately (ASCII, up to ``KEY_CACHE_MAX_SIZE`` bytes), by a hash of their bytes:
- * the same few dozen names come in every span, and one str each is kept (interned), not made anew. */
+ * the same few dozen names come in every span, and one str each is shared, not made anew. Not interned:
+ * CPython 3.12 makes interned strings immortal, and names come from the network (this cache is bounded). */
 #define KEY_CACHE 512
 #define KEY_CACHE_MAX_SIZE 128
 static PyObject *key_cache[KEY_CACHE];
@@ -162,7 +163,6 @@ static PyObject *attribute_key(const Field *f) {
         return Py_NewRef(key);
     if ((key = text(f)) == NULL)
         return NULL;
-    PyUnicode_InternInPlace(&key);
     if (PyUnicode_IS_ASCII(key) && f->n <= KEY_CACHE_MAX_SIZE) {
         PyObject *old = *slot;
         *slot = Py_NewRef(key);
