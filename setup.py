@@ -1,4 +1,4 @@
-"""The optional C decoder of OTLP trace requests (``otel_agent_eval/formats/_otlp_native.c``).
+"""The optional C decoder of OTLP trace and log requests (``otel_agent_eval/formats/_otlp_native.c``).
 
 Everything else is configured in ``pyproject.toml``. The extension is ``optional``: without a C
 compiler (or on an interpreter other than CPython) the install goes on without it and OTLP
