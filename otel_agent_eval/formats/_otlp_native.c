@@ -144,37 +144,49 @@ static int check_text(const Field *f) {
     return 0;
 }
 
-/* Attribute names seen lately (ASCII, up to ``KEY_CACHE_MAX_SIZE`` bytes), by a hash of their bytes:
- * the same few dozen names come in every span, and one str each is shared, not made anew. Not interned:
- * CPython 3.12 makes interned strings immortal, and names come from the network (this cache is bounded). */
-#define KEY_CACHE 512
+static void replace(PyObject **slot, PyObject *value) {
+    PyObject *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+}
+
+/* Attribute names seen lately (ASCII, up to ``KEY_CACHE_MAX_SIZE`` bytes), by a hash of their bytes, each in one
+ * of ``KEY_CACHE_WAYS`` slots from there: the same few dozen names come in every span, and one str each is shared,
+ * not made anew. Not interned: CPython 3.12 makes interned strings immortal, and names come from the network
+ * (this cache is bounded: a new name takes an empty slot of its four, else the first). */
+#define KEY_CACHE 1024
+#define KEY_CACHE_WAYS 4
 #define KEY_CACHE_MAX_SIZE 128
 static PyObject *key_cache[KEY_CACHE];
 
 /* A ``KeyValue.key``: new reference, or NULL (invalid UTF-8). */
 static PyObject *attribute_key(const Field *f) {
     uint32_t hash = 2166136261u; /* FNV-1a */
-    PyObject **slot, *key;
+    PyObject *key;
+    size_t first;
     for (Py_ssize_t i = 0; i < f->n; i++)
         hash = (hash ^ f->s[i]) * 16777619u;
-    slot = &key_cache[hash & (KEY_CACHE - 1)];
-    key = *slot;
-    if (key != NULL && PyUnicode_GET_LENGTH(key) == f->n && memcmp(PyUnicode_DATA(key), f->s, (size_t)f->n) == 0)
-        return Py_NewRef(key);
+    first = hash & (KEY_CACHE - 1);
+    for (size_t way = 0; way < KEY_CACHE_WAYS; way++) {
+        key = key_cache[(first + way) & (KEY_CACHE - 1)];
+        if (key == NULL)
+            break;
+        if (PyUnicode_GET_LENGTH(key) == f->n && memcmp(PyUnicode_DATA(key), f->s, (size_t)f->n) == 0)
+            return Py_NewRef(key);
+    }
     if ((key = text(f)) == NULL)
         return NULL;
     if (PyUnicode_IS_ASCII(key) && f->n <= KEY_CACHE_MAX_SIZE) {
-        PyObject *old = *slot;
-        *slot = Py_NewRef(key);
-        Py_XDECREF(old);
+        PyObject **slot = &key_cache[first];
+        for (size_t way = 0; way < KEY_CACHE_WAYS; way++) {
+            if (key_cache[(first + way) & (KEY_CACHE - 1)] == NULL) {
+                slot = &key_cache[(first + way) & (KEY_CACHE - 1)];
+                break;
+            }
+        }
+        replace(slot, Py_NewRef(key));
     }
     return key;
-}
-
-static void replace(PyObject **slot, PyObject *value) {
-    PyObject *old = *slot;
-    *slot = value;
-    Py_XDECREF(old);
 }
 
 static PyObject *key_value_list(const uint8_t *s, Py_ssize_t n, int bytes_as_text, int depth);
