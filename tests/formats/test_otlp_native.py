@@ -377,3 +377,14 @@ def test_any_bytes_like_body_is_read(native: Any) -> None:
     strided = memoryview(bytes(b for pair in zip(body, body) for b in pair))[::2]
     assert native.decode_spans(strided) is None
     assert [repr(r) for r in decode_traces_protobuf(strided)] == expected
+
+
+def test_many_attribute_names_pass_through_the_bounded_name_cache(native: Any) -> None:
+    """More names than the decoder's cache holds (1 024 slots), some long, some not ASCII: each read as it is."""
+    names = [f"attr.{n}" for n in range(5000)] + ["x" * 200, "ключ", "gen_ai.operation.name"]
+    span = Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8,
+                attributes=[KeyValue(key=name, value=AnyValue(int_value=n)) for n, name in enumerate(names)])
+    body = one_span(span.SerializeToString())
+    for _ in range(2):  # the second time through a cache the first filled
+        assert_read_alike(native, body)
+    assert list(native.decode_spans(body)[0].attributes) == names
