@@ -43,8 +43,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("source"))
 
 
-def run_demo(wheel: Path, tmp_path: Path, env: dict[str, str] | None = None) -> str:
-    """The demo run from ``wheel``'s files alone; what ``formats/otlp.py`` says of the C decoder, then its output."""
+def run_demo(wheel: Path, tmp_path: Path) -> str:
+    """The demo run from ``wheel``'s files alone; returns ``formats/otlp.py``'s path and its C decoder (or None)."""
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site)

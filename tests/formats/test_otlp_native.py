@@ -41,6 +41,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_agent_eval.cli.demo import SCENARIOS
 from otel_agent_eval.formats import otlp
 from otel_agent_eval.formats.otlp import OTLPDecodeError, decode_logs_protobuf, decode_traces_protobuf
+from otel_agent_eval.sinks.otlp_wire import varint
 
 JS = Path(__file__).resolve().parents[1] / "js"
 
@@ -182,13 +183,6 @@ def test_generated_requests_read_alike(native: Any, request: ExportTraceServiceR
 
 def field(number: int, wire: int, payload: bytes) -> bytes:
     """One protobuf field: its key, then the payload (a length-delimited one given its length here)."""
-    def varint(value: int) -> bytes:
-        out = bytearray()
-        while True:
-            out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
-            value >>= 7
-            if not value:
-                return bytes(out)
     return varint(number << 3 | wire) + (varint(len(payload)) + payload if wire == 2 else payload)
 
 
